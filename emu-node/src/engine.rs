@@ -1,0 +1,374 @@
+//! The virtual-time driver: one process, all nodes of a fabric, one event
+//! queue.
+//!
+//! Events are ordered by `(time, sequence number)` so events at equal times
+//! run in the order they were scheduled (as turmoil and nexosim do); the
+//! engine never schedules in the past. A frame a node transmits with its
+//! last bit at `end` is delivered to the peer port at `end + link delay`
+//! (store-and-forward). Each node has at most one live timer event, armed
+//! from its `poll_timeout()` after every input and cancelled lazily by a
+//! generation number. Link events of the topology schedule take links down,
+//! up, or change their rate at the given times.
+//!
+//! Determinism: no wall clock and no global RNG are read; node RNGs are
+//! seeded from the run seed and node id, so the same seed gives the same
+//! event sequence and byte-identical results.
+
+use crate::fabric::{FabricSpec, LinkAction, LinkEvent, NodeKind};
+use crate::host::UdpHost;
+use crate::ids::{LinkId, NodeId, PortId};
+use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
+use crate::time::{BitRate, Nanos};
+use crate::tofino::{PfcConfig, TargetProfile, TmConfig};
+use bytes::BytesMut;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// A node driven by the engine.
+#[derive(Debug)]
+pub enum Node {
+    /// A switch.
+    Switch(Box<Switch>),
+    /// A synthetic UDP host.
+    UdpHost(Box<UdpHost>),
+}
+
+impl Node {
+    fn handle_frame(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
+        match self {
+            Node::Switch(s) => s.handle_frame(now, port, frame, out),
+            Node::UdpHost(h) => h.handle_frame(now, port, frame, out),
+        }
+    }
+    fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        match self {
+            Node::Switch(s) => s.handle_timeout(now, out),
+            Node::UdpHost(h) => h.handle_timeout(now, out),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        match self {
+            Node::Switch(s) => s.poll_timeout(),
+            Node::UdpHost(h) => h.poll_timeout(),
+        }
+    }
+}
+
+enum EventKind {
+    Deliver { node: NodeId, port: PortId, frame: BytesMut },
+    Timer { node: NodeId, generation: u64 },
+    Link(LinkEvent),
+}
+
+struct Event {
+    at: Nanos,
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        self.at == o.at && self.seq == o.seq
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap, we pop the earliest.
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct LinkState {
+    up: bool,
+    delay: Nanos,
+    rate: BitRate,
+    nominal_rate: BitRate,
+    drops: u64,
+}
+
+/// Run-wide counters.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub struct EngineTotals {
+    /// Events processed (deliveries, live timers, link events).
+    pub events: u64,
+    /// Frames handled by a switch (one frame through one switch).
+    pub packet_hops: u64,
+    /// Frames delivered to hosts.
+    pub host_deliveries: u64,
+    /// Frames lost because their link was down when sent.
+    pub link_down_drops: u64,
+}
+
+/// Options of a virtual-time run.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Run seed.
+    pub seed: u64,
+    /// Panic on program errors (tests).
+    pub strict: bool,
+    /// Default ingress snapshot period.
+    pub snapshot_period_ns: Nanos,
+    /// Control-plane latency.
+    pub cpu_latency_ns: Nanos,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { seed: 1, strict: false, snapshot_period_ns: 1_000, cpu_latency_ns: 10_000 }
+    }
+}
+
+/// Errors building an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A switch could not be built.
+    #[error(transparent)]
+    Switch(#[from] SwitchError),
+    /// A host could not be built.
+    #[error(transparent)]
+    Host(#[from] crate::host::udp::HostError),
+    /// Unknown target profile.
+    #[error("switch `{switch}`: unknown target `{target}` (known: tofino2, tofino1, unlimited)")]
+    UnknownTarget {
+        /// Switch.
+        switch: String,
+        /// Target name.
+        target: String,
+    },
+}
+
+/// Derives a node's RNG seed from the run seed (SplitMix64 of both).
+pub fn node_seed(run_seed: u64, node: NodeId) -> u64 {
+    let mut z = run_seed ^ ((node.0 as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The switch configuration a fabric node asks for.
+pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &EngineConfig) -> Result<SwitchConfig, EngineError> {
+    let n = &fabric.nodes[node.index()];
+    let Some(s) = n.as_switch() else {
+        return Err(SwitchError::NotASwitch(n.name.clone()).into());
+    };
+    let target = TargetProfile::by_name(&s.target).ok_or_else(|| EngineError::UnknownTarget { switch: n.name.clone(), target: s.target.clone() })?;
+    let queues = s.queues_per_port.unwrap_or(target.queues_per_port);
+    let buffer = s.buffer_bytes.unwrap_or(target.buffer_bytes());
+    let mut tm = TmConfig::standard(queues, buffer, target.cell_bytes, s.ecn);
+    if s.pfc {
+        tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
+    }
+    Ok(SwitchConfig { target, tm, snapshot_period_ns: cfg.snapshot_period_ns, cpu_latency_ns: cfg.cpu_latency_ns, seed: node_seed(cfg.seed, node), strict: cfg.strict })
+}
+
+/// The discrete-event engine.
+pub struct Engine {
+    now: Nanos,
+    seq: u64,
+    queue: BinaryHeap<Event>,
+    nodes: Vec<Node>,
+    peers: Vec<Vec<(NodeId, PortId, LinkId)>>,
+    links: Vec<LinkState>,
+    ends: Vec<[(NodeId, PortId); 2]>,
+    armed: Vec<Option<(Nanos, u64)>>,
+    generation: u64,
+    out: Vec<Transmit>,
+    totals: EngineTotals,
+}
+
+impl Engine {
+    /// Builds every node of `fabric` (switches with their schemes, hosts as
+    /// UDP hosts) and schedules the topology's link events.
+    pub fn new(fabric: &FabricSpec, cfg: &EngineConfig) -> Result<Self, EngineError> {
+        let mut nodes = Vec::with_capacity(fabric.nodes.len());
+        for (i, n) in fabric.nodes.iter().enumerate() {
+            let id = NodeId(i as u32);
+            nodes.push(match &n.kind {
+                NodeKind::Switch(_) => Node::Switch(Box::new(Switch::from_spec(id, n, switch_config(fabric, id, cfg)?)?)),
+                NodeKind::Host(_) => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
+            });
+        }
+        Ok(Self::with_nodes(fabric, nodes))
+    }
+
+    /// Builds an engine from already-built nodes (tests with custom programs).
+    pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Self {
+        let peers = fabric.nodes.iter().map(|n| n.ports.iter().map(|p| (p.peer, p.peer_port, p.link)).collect()).collect();
+        let links = fabric.links.iter().map(|l| LinkState { up: true, delay: l.delay, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
+        let ends = fabric.links.iter().map(|l| [l.a, l.b]).collect();
+        let n = nodes.len();
+        let mut e = Engine {
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            nodes,
+            peers,
+            links,
+            ends,
+            armed: vec![None; n],
+            generation: 0,
+            out: Vec::new(),
+            totals: EngineTotals::default(),
+        };
+        for ev in &fabric.schedule {
+            e.push(ev.at, EventKind::Link(*ev));
+        }
+        for i in 0..n {
+            e.rearm(NodeId(i as u32));
+        }
+        e
+    }
+
+    fn push(&mut self, at: Nanos, kind: EventKind) {
+        debug_assert!(at >= self.now, "scheduling in the past");
+        self.seq += 1;
+        self.queue.push(Event { at: at.max(self.now), seq: self.seq, kind });
+    }
+
+    fn rearm(&mut self, node: NodeId) {
+        let Some(t) = self.nodes[node.index()].poll_timeout() else { return };
+        if let Some((at, _)) = self.armed[node.index()] {
+            if at <= t {
+                return;
+            }
+        }
+        self.generation += 1;
+        let g = self.generation;
+        self.armed[node.index()] = Some((t, g));
+        self.push(t.max(self.now), EventKind::Timer { node, generation: g });
+    }
+
+    fn flush(&mut self, node: NodeId) {
+        let mut out = std::mem::take(&mut self.out);
+        for t in out.drain(..) {
+            let Some(&(peer, peer_port, link)) = self.peers[node.index()].get(t.port.index()) else { continue };
+            let l = &mut self.links[link.index()];
+            if !l.up {
+                l.drops += 1;
+                self.totals.link_down_drops += 1;
+                continue;
+            }
+            let at = t.end + l.delay;
+            self.push(at, EventKind::Deliver { node: peer, port: peer_port, frame: t.frame });
+        }
+        self.out = out;
+        self.rearm(node);
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Run-wide counters.
+    pub fn totals(&self) -> EngineTotals {
+        self.totals
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// A node, mutable (to add flows before the run).
+    pub fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
+        self.nodes.get_mut(id.index())
+    }
+
+    /// Re-arms a node's timer after it was changed from outside (flows added).
+    pub fn refresh(&mut self, id: NodeId) {
+        self.rearm(id);
+    }
+
+    /// Frames lost on each link because it was down.
+    pub fn link_drops(&self) -> Vec<u64> {
+        self.links.iter().map(|l| l.drops).collect()
+    }
+
+    /// Whether events remain.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Time of the next event.
+    pub fn next_event_time(&self) -> Option<Nanos> {
+        self.queue.peek().map(|e| e.at)
+    }
+
+    /// Processes events with time ≤ `until`; returns the number processed.
+    /// Stops early (returning) after `budget` events so callers can report
+    /// progress.
+    pub fn run_until(&mut self, until: Nanos, budget: u64) -> u64 {
+        let mut n = 0;
+        while n < budget {
+            match self.queue.peek() {
+                Some(e) if e.at <= until => {}
+                _ => break,
+            }
+            let Some(ev) = self.queue.pop() else { break };
+            self.now = ev.at;
+            match ev.kind {
+                EventKind::Deliver { node, port, frame } => {
+                    n += 1;
+                    match &mut self.nodes[node.index()] {
+                        Node::Switch(s) => {
+                            self.totals.packet_hops += 1;
+                            s.handle_frame(ev.at, port, frame, &mut self.out);
+                        }
+                        h => {
+                            self.totals.host_deliveries += 1;
+                            h.handle_frame(ev.at, port, frame, &mut self.out);
+                        }
+                    }
+                    self.flush(node);
+                }
+                EventKind::Timer { node, generation } => {
+                    if self.armed[node.index()].map(|(_, g)| g) != Some(generation) {
+                        continue;
+                    }
+                    n += 1;
+                    self.armed[node.index()] = None;
+                    self.nodes[node.index()].handle_timeout(ev.at, &mut self.out);
+                    self.flush(node);
+                }
+                EventKind::Link(le) => {
+                    n += 1;
+                    self.apply_link_event(le);
+                }
+            }
+        }
+        self.totals.events += n;
+        n
+    }
+
+    fn apply_link_event(&mut self, le: LinkEvent) {
+        let Some(l) = self.links.get_mut(le.link.index()) else { return };
+        let now = self.now;
+        match le.action {
+            LinkAction::Down => l.up = false,
+            LinkAction::Up => {
+                l.up = true;
+                l.rate = l.nominal_rate;
+            }
+            LinkAction::Degrade(r) => l.rate = r,
+        }
+        let (up, rate) = (l.up, l.rate);
+        for (node, port) in self.ends[le.link.index()] {
+            match &mut self.nodes[node.index()] {
+                Node::Switch(s) => {
+                    s.set_port_up(now, port, up, &mut self.out);
+                    s.set_port_rate(now, port, rate);
+                }
+                Node::UdpHost(h) => h.set_port_rate(now, rate),
+            }
+            self.flush(node);
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! The resolved description of a fabric: nodes, their ports, links,
+//! addresses, routes and the link-event schedule.
+//!
+//! The orchestrator builds a [`FabricSpec`] from a topology file; drivers
+//! (virtual time, real time) instantiate switches and hosts from it. It is
+//! plain serde data so it can be shipped to emu-node processes.
+//!
+//! Invariants (checked by [`FabricSpec::validate`]): every port belongs to
+//! exactly one link and its peer fields mirror the link; MACs are unique;
+//! host IPs are unique; routes only name existing ports.
+
+use crate::ids::{LinkId, NodeId, PortId};
+use crate::schemes::Params;
+use crate::time::{BitRate, Nanos};
+use crate::tofino::RedConfig;
+use crate::wire::{EthernetAddress, Ipv4Address};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Role of a switch in a Clos fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchRole {
+    /// Top-of-rack / leaf / edge (hosts attach here).
+    Leaf,
+    /// Spine (2-tier) or aggregation (3-tier).
+    Spine,
+    /// Fat-tree core.
+    Core,
+    /// Anything else (explicit topologies).
+    Other,
+}
+
+/// Kind of host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKind {
+    /// A sans-IO synthetic endpoint.
+    Synthetic,
+    /// A Linux network namespace behind a TAP device (real time).
+    Tap,
+    /// A TAP host with a soft-RoCE (`rdma_rxe`) device (real time).
+    Rxe,
+}
+
+/// A port of a node.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PortSpec {
+    /// Link it belongs to.
+    pub link: LinkId,
+    /// MAC of this port.
+    pub mac: EthernetAddress,
+    /// Node at the other end.
+    pub peer: NodeId,
+    /// Port at the other end.
+    pub peer_port: PortId,
+    /// MAC at the other end.
+    pub peer_mac: EthernetAddress,
+    /// Line rate.
+    pub rate: BitRate,
+    /// MTU (IP bytes).
+    pub mtu: u16,
+    /// For a leaf port facing a host: the gateway address it answers ARP for.
+    pub gateway: Option<Ipv4Address>,
+}
+
+/// An IPv4 route: prefix → equal-cost egress ports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Route {
+    /// Network address.
+    pub prefix: Ipv4Address,
+    /// Prefix length.
+    pub len: u8,
+    /// Equal-cost egress ports.
+    pub ports: Vec<PortId>,
+}
+
+/// Switch-specific settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SwitchSpec {
+    /// Role.
+    pub role: SwitchRole,
+    /// Target profile name.
+    pub target: String,
+    /// Scheme name.
+    pub scheme: String,
+    /// Scheme parameter overrides.
+    pub params: Params,
+    /// Shared buffer (bytes); `None` = the target's.
+    pub buffer_bytes: Option<u64>,
+    /// Queues per port; `None` = the target's.
+    pub queues_per_port: Option<u8>,
+    /// PFC enabled (lossless).
+    pub pfc: bool,
+    /// ECN marking on data queues.
+    pub ecn: Option<RedConfig>,
+    /// Routing table.
+    pub routes: Vec<Route>,
+}
+
+/// Host-specific settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostSpec {
+    /// Kind.
+    pub kind: HostKind,
+    /// Address.
+    pub ip: Ipv4Address,
+    /// Prefix length of its subnet.
+    pub prefix_len: u8,
+    /// MAC.
+    pub mac: EthernetAddress,
+    /// Default gateway (its leaf).
+    pub gateway: Ipv4Address,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum NodeKind {
+    /// A switch.
+    Switch(SwitchSpec),
+    /// A host.
+    Host(HostSpec),
+}
+
+/// A node of the fabric.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodeSpec {
+    /// Unique name.
+    pub name: String,
+    /// Kind.
+    pub kind: NodeKind,
+    /// Ports (index = [`PortId`]).
+    pub ports: Vec<PortSpec>,
+    /// emu-node process this node is placed on (0 when unplaced).
+    pub placement: u32,
+}
+
+impl NodeSpec {
+    /// The switch spec, if a switch.
+    pub fn as_switch(&self) -> Option<&SwitchSpec> {
+        match &self.kind {
+            NodeKind::Switch(s) => Some(s),
+            NodeKind::Host(_) => None,
+        }
+    }
+    /// The host spec, if a host.
+    pub fn as_host(&self) -> Option<&HostSpec> {
+        match &self.kind {
+            NodeKind::Host(h) => Some(h),
+            NodeKind::Switch(_) => None,
+        }
+    }
+}
+
+/// A point-to-point link.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LinkSpec {
+    /// Unique name (`a-b` for generated topologies).
+    pub name: String,
+    /// One end.
+    pub a: (NodeId, PortId),
+    /// Other end.
+    pub b: (NodeId, PortId),
+    /// Rate.
+    pub rate: BitRate,
+    /// One-way propagation delay.
+    pub delay: Nanos,
+    /// MTU (IP bytes).
+    pub mtu: u16,
+}
+
+/// A scheduled change of a link.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkAction {
+    /// The link fails (both directions).
+    Down,
+    /// The link recovers.
+    Up,
+    /// The link runs at a lower rate.
+    Degrade(BitRate),
+}
+
+/// A link event at a time.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// When.
+    pub at: Nanos,
+    /// Which link.
+    pub link: LinkId,
+    /// What happens.
+    pub action: LinkAction,
+}
+
+/// A whole fabric.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FabricSpec {
+    /// Name (from the topology file).
+    pub name: String,
+    /// Nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// Links.
+    pub links: Vec<LinkSpec>,
+    /// Link events.
+    pub schedule: Vec<LinkEvent>,
+}
+
+/// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.
+pub fn switch_port_mac(node: NodeId, port: PortId) -> EthernetAddress {
+    let n = node.0.to_be_bytes();
+    let p = port.0.to_be_bytes();
+    EthernetAddress([0x02, 0x57, n[2], n[3], p[0], p[1]])
+}
+
+/// MAC of a host: 02:00 followed by its IPv4 address.
+pub fn host_mac(ip: Ipv4Address) -> EthernetAddress {
+    let o = ip.octets();
+    EthernetAddress([0x02, 0x00, o[0], o[1], o[2], o[3]])
+}
+
+/// A fabric-level inconsistency.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FabricError(pub String);
+
+impl FabricSpec {
+    /// Adds a node without ports; returns its id.
+    pub fn add_node(&mut self, name: impl Into<String>, kind: NodeKind) -> NodeId {
+        self.nodes.push(NodeSpec { name: name.into(), kind, ports: Vec::new(), placement: 0 });
+        NodeId((self.nodes.len() - 1) as u32)
+    }
+
+    /// Connects `a` and `b` with a new link, creating one port on each.
+    pub fn connect(&mut self, name: impl Into<String>, a: NodeId, b: NodeId, rate: BitRate, delay: Nanos, mtu: u16) -> LinkId {
+        let link = LinkId(self.links.len() as u32);
+        let pa = PortId(self.nodes[a.index()].ports.len() as u16);
+        let pb = PortId(self.nodes[b.index()].ports.len() as u16);
+        let mac_of = |s: &Self, n: NodeId, p: PortId| match &s.nodes[n.index()].kind {
+            NodeKind::Host(h) => h.mac,
+            NodeKind::Switch(_) => switch_port_mac(n, p),
+        };
+        let ma = mac_of(self, a, pa);
+        let mb = mac_of(self, b, pb);
+        // A switch port facing a host answers ARP for the host's gateway.
+        let gw_a = self.nodes[b.index()].as_host().map(|h| h.gateway).filter(|_| self.nodes[a.index()].as_switch().is_some());
+        let gw_b = self.nodes[a.index()].as_host().map(|h| h.gateway).filter(|_| self.nodes[b.index()].as_switch().is_some());
+        self.nodes[a.index()].ports.push(PortSpec { link, mac: ma, peer: b, peer_port: pb, peer_mac: mb, rate, mtu, gateway: gw_a });
+        self.nodes[b.index()].ports.push(PortSpec { link, mac: mb, peer: a, peer_port: pa, peer_mac: ma, rate, mtu, gateway: gw_b });
+        self.links.push(LinkSpec { name: name.into(), a: (a, pa), b: (b, pb), rate, delay, mtu });
+        link
+    }
+
+    /// Node id by name.
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.name == name).map(|i| NodeId(i as u32))
+    }
+
+    /// Link id by name (also accepts `b-a` for a link named `a-b`).
+    pub fn link_by_name(&self, name: &str) -> Option<LinkId> {
+        if let Some(i) = self.links.iter().position(|l| l.name == name) {
+            return Some(LinkId(i as u32));
+        }
+        let (x, y) = name.split_once('-')?;
+        let (a, b) = (self.node_by_name(x)?, self.node_by_name(y)?);
+        self.links.iter().position(|l| (l.a.0 == a && l.b.0 == b) || (l.a.0 == b && l.b.0 == a)).map(|i| LinkId(i as u32))
+    }
+
+    /// Host node ids in order.
+    pub fn hosts(&self) -> Vec<NodeId> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].as_host().is_some()).map(|i| NodeId(i as u32)).collect()
+    }
+
+    /// Switch node ids in order.
+    pub fn switches(&self) -> Vec<NodeId> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].as_switch().is_some()).map(|i| NodeId(i as u32)).collect()
+    }
+
+    /// The switch a host is attached to, and the port on it.
+    pub fn attachment(&self, host: NodeId) -> Option<(NodeId, PortId)> {
+        let p = self.nodes.get(host.index())?.ports.first()?;
+        Some((p.peer, p.peer_port))
+    }
+
+    /// Computes shortest-path equal-cost routes on every switch: a /32 per
+    /// local host on its leaf, and one route per leaf subnet (its hosts'
+    /// common /24, or /32 per host when they do not share one) elsewhere.
+    pub fn compute_routes(&mut self) {
+        let n = self.nodes.len();
+        // Leaves and their hosts.
+        let mut leaf_hosts: BTreeMap<NodeId, Vec<(NodeId, PortId)>> = BTreeMap::new();
+        for h in self.hosts() {
+            if let Some((sw, port)) = self.attachment(h) {
+                leaf_hosts.entry(sw).or_default().push((h, port));
+            }
+        }
+        // Destination prefixes per leaf.
+        let mut prefixes: Vec<(NodeId, Ipv4Address, u8)> = Vec::new();
+        let mut subnet_owner: BTreeMap<u32, Vec<NodeId>> = BTreeMap::new();
+        for (leaf, hosts) in &leaf_hosts {
+            for (h, _) in hosts {
+                if let Some(hs) = self.nodes[h.index()].as_host() {
+                    subnet_owner.entry(hs.ip.0 & 0xffff_ff00).or_default().push(*leaf);
+                }
+            }
+        }
+        for (leaf, hosts) in &leaf_hosts {
+            let ips: Vec<Ipv4Address> = hosts.iter().filter_map(|(h, _)| self.nodes[h.index()].as_host().map(|x| x.ip)).collect();
+            let net = ips[0].0 & 0xffff_ff00;
+            let shared = ips.iter().all(|ip| ip.0 & 0xffff_ff00 == net) && subnet_owner.get(&net).is_some_and(|o| o.iter().all(|l| l == leaf));
+            if shared {
+                prefixes.push((*leaf, Ipv4Address(net), 24));
+            } else {
+                prefixes.extend(ips.iter().map(|ip| (*leaf, *ip, 32)));
+            }
+        }
+        // BFS distances over switch-switch links from every leaf.
+        let is_switch: Vec<bool> = self.nodes.iter().map(|x| x.as_switch().is_some()).collect();
+        let mut dist_from: BTreeMap<NodeId, Vec<u32>> = BTreeMap::new();
+        for leaf in leaf_hosts.keys() {
+            let mut dist = vec![u32::MAX; n];
+            let mut q = VecDeque::new();
+            dist[leaf.index()] = 0;
+            q.push_back(*leaf);
+            while let Some(u) = q.pop_front() {
+                for p in &self.nodes[u.index()].ports {
+                    let v = p.peer;
+                    if is_switch[v.index()] && dist[v.index()] == u32::MAX {
+                        dist[v.index()] = dist[u.index()] + 1;
+                        q.push_back(v);
+                    }
+                }
+            }
+            dist_from.insert(*leaf, dist);
+        }
+        for s in self.switches() {
+            let mut routes = Vec::new();
+            if let Some(hosts) = leaf_hosts.get(&s) {
+                for (h, port) in hosts {
+                    if let Some(hs) = self.nodes[h.index()].as_host() {
+                        routes.push(Route { prefix: hs.ip, len: 32, ports: vec![*port] });
+                    }
+                }
+            }
+            for (leaf, prefix, len) in &prefixes {
+                if *leaf == s {
+                    continue;
+                }
+                let dist = &dist_from[leaf];
+                let d = dist[s.index()];
+                if d == u32::MAX {
+                    continue;
+                }
+                let ports: Vec<PortId> = self.nodes[s.index()]
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| is_switch[p.peer.index()] && dist[p.peer.index()].wrapping_add(1) == d)
+                    .map(|(i, _)| PortId(i as u16))
+                    .collect();
+                if !ports.is_empty() {
+                    routes.push(Route { prefix: *prefix, len: *len, ports });
+                }
+            }
+            if let NodeKind::Switch(sw) = &mut self.nodes[s.index()].kind {
+                sw.routes = routes;
+            }
+        }
+    }
+
+    /// Checks the invariants of the module doc.
+    pub fn validate(&self) -> Result<(), FabricError> {
+        let mut macs = BTreeMap::new();
+        let mut ips = BTreeMap::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            for (pi, p) in node.ports.iter().enumerate() {
+                if let Some(prev) = macs.insert(p.mac, (i, pi)) {
+                    if self.nodes[prev.0].as_host().is_none() || node.as_host().is_none() || prev.0 != i {
+                        return Err(FabricError(format!("MAC {} used twice ({} and {})", p.mac, self.nodes[prev.0].name, node.name)));
+                    }
+                }
+                let l = self.links.get(p.link.index()).ok_or_else(|| FabricError(format!("{} port {pi}: unknown link", node.name)))?;
+                let me = (NodeId(i as u32), PortId(pi as u16));
+                if l.a != me && l.b != me {
+                    return Err(FabricError(format!("{} port {pi} is not an end of link {}", node.name, l.name)));
+                }
+            }
+            if let NodeKind::Host(h) = &node.kind {
+                if node.ports.len() != 1 {
+                    return Err(FabricError(format!("host {} has {} links; a host has exactly one", node.name, node.ports.len())));
+                }
+                if let Some(prev) = ips.insert(h.ip, i) {
+                    return Err(FabricError(format!("address {} used by both {} and {}", h.ip, self.nodes[prev].name, node.name)));
+                }
+            }
+            if let NodeKind::Switch(s) = &node.kind {
+                for r in &s.routes {
+                    if r.ports.iter().any(|p| p.index() >= node.ports.len()) {
+                        return Err(FabricError(format!("{}: route {}/{} names a missing port", node.name, r.prefix, r.len)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

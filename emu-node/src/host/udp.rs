@@ -1,0 +1,472 @@
+//! A synthetic UDP host: sends UDP flows (a fixed number of bytes at line
+//! rate, or a constant bit rate for a duration) and counts what it
+//! receives.
+//!
+//! Every UDP payload starts with a 16-byte probe header: flow id (u32),
+//! sequence number (u32), transmit time (u64 ns). The receiver uses it for
+//! per-flow bytes, ECN CE marks, first/last arrival and out-of-order counts.
+//!
+//! Behaviour: resolves its gateway's MAC with ARP before sending (retry
+//! every 100 µs); answers ARP for its own address; honours 802.1Qbb pause
+//! frames per priority (a flow's priority is its DSCP >> 3); sends ready
+//! flows round-robin, one frame at a time, at the NIC's line rate.
+//!
+//! Invariants: a flow never sends before its start time; a paused priority
+//! sends nothing while paused; payload bytes sent = flow size for
+//! [`UdpMode::Bytes`].
+
+use crate::fabric::NodeSpec;
+use crate::ids::{FlowId, NodeId, PortId};
+use crate::serializer::Serializer;
+use crate::switch::Transmit;
+use crate::time::{BitRate, Nanos, MICROS};
+use crate::wire::frame::{FrameInfo, FrameKind};
+use crate::wire::{arp, ethernet, ipv4, pfc, udp, EtherType, EthernetAddress, Ipv4Address};
+use bytes::BytesMut;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Length of the probe header at the start of every UDP payload.
+pub const PROBE_LEN: usize = 16;
+const ARP_RETRY: Nanos = 100 * MICROS;
+
+/// How much a flow sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UdpMode {
+    /// This many payload bytes, as fast as the NIC allows.
+    Bytes(u64),
+    /// This rate until `until`.
+    Rate {
+        /// Sending rate (IP bytes).
+        rate: BitRate,
+        /// Stop time.
+        until: Nanos,
+    },
+}
+
+/// A UDP flow to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UdpFlow {
+    /// Run-wide flow id.
+    pub id: FlowId,
+    /// Destination address.
+    pub dst: Ipv4Address,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// DSCP (priority = DSCP >> 3).
+    pub dscp: u8,
+    /// Send as ECN-capable (ECT(0)).
+    pub ecn_capable: bool,
+    /// UDP payload bytes per full packet (≥ 16).
+    pub payload_len: u16,
+    /// Start time.
+    pub start: Nanos,
+    /// Amount.
+    pub mode: UdpMode,
+}
+
+/// What a receiver saw of one flow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FlowStats {
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// Packets received.
+    pub packets: u64,
+    /// Packets that arrived with CE.
+    pub ecn_marks: u64,
+    /// Packets with a sequence number below the highest seen.
+    pub out_of_order: u64,
+    /// First arrival.
+    pub first_arrival: Option<Nanos>,
+    /// Last arrival.
+    pub last_arrival: Option<Nanos>,
+    /// Highest sequence number + 1.
+    pub next_seq: u32,
+}
+
+/// Sender-side state of a flow.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TxState {
+    /// The flow.
+    pub flow: UdpFlow,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// First packet sent at.
+    pub first_sent: Option<Nanos>,
+    /// Last packet sent at.
+    pub last_sent: Option<Nanos>,
+    next_send: Nanos,
+    seq: u32,
+}
+
+/// Host counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct HostCounters {
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent (frames).
+    pub tx_bytes: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Malformed frames received.
+    pub rx_malformed: u64,
+    /// Frames not for this host.
+    pub rx_ignored: u64,
+    /// PFC frames received.
+    pub pfc_received: u64,
+    /// ARP requests sent.
+    pub arp_requests: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arp {
+    Unresolved,
+    Requested(Nanos),
+    Resolved(EthernetAddress),
+}
+
+/// A synthetic UDP host. Call order as [`crate::switch::Switch`].
+#[derive(Debug)]
+pub struct UdpHost {
+    id: NodeId,
+    name: String,
+    ip: Ipv4Address,
+    mac: EthernetAddress,
+    gateway: Ipv4Address,
+    mtu: u16,
+    arp: Arp,
+    nic: Serializer,
+    flows: Vec<TxState>,
+    waiting: BinaryHeap<Reverse<(Nanos, u32)>>,
+    ready: VecDeque<u32>,
+    paused_flows: [Vec<u32>; 8],
+    pfc_paused_until: [Nanos; 8],
+    control: VecDeque<BytesMut>,
+    rx: FxHashMap<u32, FlowStats>,
+    counters: HostCounters,
+    timer: Option<Nanos>,
+}
+
+/// Errors building a host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The node is not a host or has no link.
+    #[error("node `{0}` is not a host with one link")]
+    NotAHost(String),
+}
+
+impl UdpHost {
+    /// The host of fabric node `node`.
+    pub fn from_spec(id: NodeId, node: &NodeSpec) -> Result<Self, HostError> {
+        let h = node.as_host().ok_or_else(|| HostError::NotAHost(node.name.clone()))?;
+        let port = node.ports.first().ok_or_else(|| HostError::NotAHost(node.name.clone()))?;
+        Ok(UdpHost {
+            id,
+            name: node.name.clone(),
+            ip: h.ip,
+            mac: h.mac,
+            gateway: h.gateway,
+            mtu: port.mtu,
+            arp: Arp::Unresolved,
+            nic: Serializer::new(port.rate),
+            flows: Vec::new(),
+            waiting: BinaryHeap::new(),
+            ready: VecDeque::new(),
+            paused_flows: Default::default(),
+            pfc_paused_until: [0; 8],
+            control: VecDeque::new(),
+            rx: FxHashMap::default(),
+            counters: HostCounters::default(),
+            timer: None,
+        })
+    }
+
+    /// Node id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Address.
+    pub fn ip(&self) -> Ipv4Address {
+        self.ip
+    }
+    /// NIC rate.
+    pub fn rate(&self) -> BitRate {
+        self.nic.rate()
+    }
+    /// Counters.
+    pub fn counters(&self) -> &HostCounters {
+        &self.counters
+    }
+    /// Sender-side state of its flows.
+    pub fn tx_flows(&self) -> &[TxState] {
+        &self.flows
+    }
+    /// Receiver-side stats by flow id.
+    pub fn rx_flows(&self) -> &FxHashMap<u32, FlowStats> {
+        &self.rx
+    }
+
+    /// Adds a flow to send. Call before the run or at any time ≤ its start.
+    pub fn add_flow(&mut self, flow: UdpFlow) {
+        let i = self.flows.len() as u32;
+        let mut f = flow;
+        f.payload_len = f.payload_len.clamp(PROBE_LEN as u16, self.mtu.saturating_sub(28).max(PROBE_LEN as u16));
+        self.flows.push(TxState { flow: f, bytes_sent: 0, packets_sent: 0, first_sent: None, last_sent: None, next_send: f.start, seq: 0 });
+        self.waiting.push(Reverse((f.start, i)));
+        self.timer = Some(self.timer.map_or(f.start, |t| t.min(f.start)));
+    }
+
+    /// The next time [`UdpHost::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.timer
+    }
+
+    /// Timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        self.pump(now, out);
+    }
+
+    /// A link went up or down (a host just keeps trying: its frames are lost).
+    pub fn set_port_rate(&mut self, now: Nanos, rate: BitRate) {
+        self.nic.set_rate(now, rate);
+    }
+
+    /// A frame received at `now`.
+    pub fn handle_frame(&mut self, now: Nanos, _port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
+        self.counters.rx_frames += 1;
+        let info = match FrameInfo::parse(&frame) {
+            Ok(i) => i,
+            Err(_) => {
+                self.counters.rx_malformed += 1;
+                return;
+            }
+        };
+        match info.kind {
+            FrameKind::Pfc(r) => {
+                self.counters.pfc_received += 1;
+                for c in 0..8 {
+                    if r.class_enable & (1 << c) != 0 {
+                        let q = r.quanta[c];
+                        self.pfc_paused_until[c] = if q == 0 { 0 } else { now + pfc::quanta_to_ns(q, self.nic.rate()) };
+                    }
+                }
+                self.pump(now, out);
+            }
+            FrameKind::Arp => self.handle_arp(now, &frame[info.l3_offset as usize..], out),
+            FrameKind::Ipv4 => {
+                let Some(ip) = info.ip else { return };
+                if ip.dst != self.ip || ip.protocol != 17 {
+                    self.counters.rx_ignored += 1;
+                    return;
+                }
+                let l4 = ip.l4_offset as usize;
+                let payload = &frame[l4 + udp::HEADER_LEN..];
+                if payload.len() < PROBE_LEN {
+                    self.counters.rx_malformed += 1;
+                    return;
+                }
+                let flow = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                let seq = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+                let udp_len = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as u64;
+                let s = self.rx.entry(flow).or_default();
+                s.bytes += udp_len.saturating_sub(udp::HEADER_LEN as u64);
+                s.packets += 1;
+                s.ecn_marks += (ip.ecn == ipv4::Ecn::Ce) as u64;
+                if seq < s.next_seq {
+                    s.out_of_order += 1;
+                } else {
+                    s.next_seq = seq + 1;
+                }
+                s.first_arrival.get_or_insert(now);
+                s.last_arrival = Some(now);
+            }
+            FrameKind::Other(_) => self.counters.rx_ignored += 1,
+        }
+    }
+
+    fn handle_arp(&mut self, now: Nanos, b: &[u8], out: &mut Vec<Transmit>) {
+        let Ok(p) = arp::Packet::new_checked(b) else {
+            self.counters.rx_malformed += 1;
+            return;
+        };
+        let r = arp::Repr::parse(&p);
+        match r.operation {
+            arp::Operation::Reply if r.sender_ip == self.gateway => {
+                self.arp = Arp::Resolved(r.sender_hw);
+                self.pump(now, out);
+            }
+            arp::Operation::Request if r.target_ip == self.ip => {
+                let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
+                ethernet::Repr { dst: r.sender_hw, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
+                arp::Repr { operation: arp::Operation::Reply, sender_hw: self.mac, sender_ip: self.ip, target_hw: r.sender_hw, target_ip: r.sender_ip }
+                    .emit(&mut f[ethernet::HEADER_LEN..]);
+                self.control.push_back(f);
+                self.pump(now, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn arp_request(&self) -> BytesMut {
+        let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
+        ethernet::Repr { dst: EthernetAddress::BROADCAST, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
+        arp::Repr {
+            operation: arp::Operation::Request,
+            sender_hw: self.mac,
+            sender_ip: self.ip,
+            target_hw: EthernetAddress::default(),
+            target_ip: self.gateway,
+        }
+        .emit(&mut f[ethernet::HEADER_LEN..]);
+        f
+    }
+
+    fn build_packet(&mut self, i: usize, gw: EthernetAddress, now: Nanos) -> BytesMut {
+        let st = &mut self.flows[i];
+        let f = st.flow;
+        let payload = match f.mode {
+            UdpMode::Bytes(total) => (total - st.bytes_sent).min(f.payload_len as u64).max(PROBE_LEN as u64) as usize,
+            UdpMode::Rate { .. } => f.payload_len as usize,
+        };
+        let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload;
+        let mut b = BytesMut::zeroed(ethernet::HEADER_LEN + ip_len);
+        ethernet::Repr { dst: gw, src: self.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
+        ipv4::Repr {
+            src: self.ip,
+            dst: f.dst,
+            protocol: ipv4::Protocol::Udp,
+            dscp: f.dscp,
+            ecn: if f.ecn_capable { ipv4::Ecn::Ect0 } else { ipv4::Ecn::NotEct },
+            ident: st.seq as u16,
+            ttl: 64,
+            payload_len: udp::HEADER_LEN + payload,
+        }
+        .emit(&mut b[ethernet::HEADER_LEN..]);
+        let l4 = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+        udp::Repr { src_port: f.src_port, dst_port: f.dst_port, payload_len: payload }.emit(&mut b[l4..]);
+        let p = l4 + udp::HEADER_LEN;
+        b[p..p + 4].copy_from_slice(&f.id.0.to_be_bytes());
+        b[p + 4..p + 8].copy_from_slice(&st.seq.to_be_bytes());
+        b[p + 8..p + 16].copy_from_slice(&now.to_be_bytes());
+        st.seq += 1;
+        st.packets_sent += 1;
+        st.bytes_sent += payload as u64;
+        st.first_sent.get_or_insert(now);
+        st.last_sent = Some(now);
+        if let UdpMode::Rate { rate, .. } = f.mode {
+            st.next_send = st.next_send.max(now.saturating_sub(rate.serialization_ns(ip_len))) + rate.serialization_ns(ip_len);
+        }
+        b
+    }
+
+    fn flow_done(st: &TxState) -> bool {
+        match st.flow.mode {
+            UdpMode::Bytes(total) => st.bytes_sent >= total,
+            UdpMode::Rate { until, .. } => st.next_send >= until,
+        }
+    }
+
+    fn transmit(&mut self, now: Nanos, frame: BytesMut, out: &mut Vec<Transmit>) {
+        let end = self.nic.start(now, frame.len());
+        self.counters.tx_frames += 1;
+        self.counters.tx_bytes += frame.len() as u64;
+        out.push(Transmit { port: PortId(0), frame, start: now, end });
+    }
+
+    /// Sends the next frame if the NIC is idle; re-arms the timer.
+    fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        while let Some(&Reverse((t, i))) = self.waiting.peek() {
+            if t > now {
+                break;
+            }
+            self.waiting.pop();
+            self.ready.push_back(i);
+        }
+        for c in 0..8 {
+            if self.pfc_paused_until[c] <= now && !self.paused_flows[c].is_empty() {
+                let v = std::mem::take(&mut self.paused_flows[c]);
+                self.ready.extend(v);
+            }
+        }
+        if !self.nic.is_busy(now) {
+            if let Some(f) = self.control.pop_front() {
+                self.transmit(now, f, out);
+            } else if !self.ready.is_empty() {
+                match self.arp {
+                    Arp::Resolved(gw) => self.send_data(now, gw, out),
+                    Arp::Unresolved => {
+                        self.arp = Arp::Requested(now);
+                        self.counters.arp_requests += 1;
+                        let f = self.arp_request();
+                        self.transmit(now, f, out);
+                    }
+                    Arp::Requested(at) if now >= at + ARP_RETRY => {
+                        self.arp = Arp::Unresolved;
+                        return self.pump(now, out);
+                    }
+                    Arp::Requested(_) => {}
+                }
+            }
+        }
+        // Next wakeup.
+        let mut next: Option<Nanos> = None;
+        let mut consider = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+        if self.nic.is_busy(now) && (!self.control.is_empty() || (!self.ready.is_empty() && matches!(self.arp, Arp::Resolved(_)))) {
+            consider(self.nic.busy_until());
+        }
+        if let Arp::Requested(at) = self.arp {
+            if !self.ready.is_empty() {
+                consider(at + ARP_RETRY);
+            }
+        }
+        if let Some(&Reverse((t, _))) = self.waiting.peek() {
+            consider(t.max(self.nic.busy_until()));
+        }
+        for c in 0..8 {
+            if !self.paused_flows[c].is_empty() {
+                consider(self.pfc_paused_until[c]);
+            }
+        }
+        self.timer = next;
+    }
+
+    fn send_data(&mut self, now: Nanos, gw: EthernetAddress, out: &mut Vec<Transmit>) {
+        while let Some(i) = self.ready.pop_front() {
+            let st = &self.flows[i as usize];
+            if Self::flow_done(st) {
+                continue;
+            }
+            let class = (st.flow.dscp >> 3) as usize & 7;
+            if self.pfc_paused_until[class] > now {
+                self.paused_flows[class].push(i);
+                continue;
+            }
+            if st.next_send > now {
+                self.waiting.push(Reverse((st.next_send, i)));
+                continue;
+            }
+            let f = self.build_packet(i as usize, gw, now);
+            self.transmit(now, f, out);
+            let st = &self.flows[i as usize];
+            if !Self::flow_done(st) {
+                if st.next_send > now {
+                    self.waiting.push(Reverse((st.next_send, i)));
+                } else {
+                    self.ready.push_back(i);
+                }
+            }
+            return;
+        }
+    }
+}

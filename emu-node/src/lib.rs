@@ -1,0 +1,37 @@
+//! # emu-node — the data plane of weft
+//!
+//! Everything that touches a frame lives here, as **sans-IO state machines**
+//! in the style of `quinn-proto` and `smoltcp`: no module below reads a
+//! socket, a clock or a global random number generator. Time is passed in
+//! (`now`, integer nanoseconds, [`time::Nanos`]), randomness comes from one
+//! seeded RNG per node, and outputs are written into buffers the caller owns.
+//! A driver — the virtual-time [`engine`] here, a real-time actor driver
+//! later — only moves frames and time.
+//!
+//! Modules, one concept each:
+//! - [`wire`]: zero-copy typed views of the headers weft forwards;
+//! - [`tofino`]: the Intel Tofino model (pipeline budgets, registers,
+//!   traffic manager, PFC);
+//! - [`schemes`]: load-balancing schemes, each a Tofino [`tofino::Program`];
+//! - [`switch`]: a sans-IO switch = model + loaded program + ports;
+//! - [`host`]: synthetic endpoints;
+//! - [`fabric`]: the resolved description of a fabric (nodes, ports, links,
+//!   addresses) that drivers instantiate;
+//! - [`serializer`]: the line-rate serializer of a port;
+//! - [`traffic`]: traffic patterns (which host sends what to whom);
+//! - [`engine`]: the virtual-time discrete-event driver;
+//! - [`results`]: the `summary.json` document.
+#![deny(missing_docs)]
+
+pub mod engine;
+pub mod fabric;
+pub mod host;
+pub mod ids;
+pub mod results;
+pub mod schemes;
+pub mod serializer;
+pub mod switch;
+pub mod traffic;
+pub mod time;
+pub mod tofino;
+pub mod wire;

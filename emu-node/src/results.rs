@@ -1,0 +1,224 @@
+//! `summary.json`: the results of a run (schema `weft.summary/1`).
+//!
+//! The document is deterministic: it holds no wall-clock figure, and every
+//! list is in node/port/queue/flow order, so the same seed gives the same
+//! bytes. Schema (all times in ns, all sizes in bytes):
+//!
+//! ```text
+//! schema            "weft.summary/1"
+//! topology, scheme, traffic, seed
+//! simulated_ns      simulated time at the end of the run
+//! totals            events, packet_hops, host_deliveries, link_down_drops
+//! flows[]           id, src, dst, bytes_sent, bytes_delivered, packets_sent,
+//!                   packets_delivered, drops (= sent - delivered packets),
+//!                   ecn_marks, out_of_order, first_arrival, last_arrival
+//! switches[]        name, scheme, counters{...}, scheme_counters{...},
+//!                   max_buffer_bytes, ports[]: port, peer, counters{tx/rx,
+//!                   pfc_pause_sent, pfc_resume_sent, pfc_received},
+//!                   queues[] (only queues that carried traffic): queue,
+//!                   tx_packets, tx_bytes, max_depth_bytes, drops_threshold,
+//!                   drops_buffer_full, ecn_marks
+//! hosts[]           name, ip, counters{...}
+//! ```
+
+use crate::engine::{Engine, EngineTotals, Node};
+use crate::fabric::FabricSpec;
+use crate::ids::{PortId, QueueId};
+use crate::switch::{PortCounters, SwitchCounters};
+use crate::time::Nanos;
+use crate::tofino::tm::QueueStats;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Schema identifier.
+pub const SCHEMA: &str = "weft.summary/1";
+
+/// Results of one flow.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowResult {
+    /// Flow id.
+    pub id: u32,
+    /// Source host.
+    pub src: String,
+    /// Destination host.
+    pub dst: String,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Payload bytes delivered.
+    pub bytes_delivered: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets delivered.
+    pub packets_delivered: u64,
+    /// Packets lost.
+    pub drops: u64,
+    /// Packets delivered with CE.
+    pub ecn_marks: u64,
+    /// Packets delivered out of order.
+    pub out_of_order: u64,
+    /// First arrival.
+    pub first_arrival: Option<Nanos>,
+    /// Last arrival.
+    pub last_arrival: Option<Nanos>,
+}
+
+/// A queue's results.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct QueueResult {
+    /// Queue id.
+    pub queue: u8,
+    /// Counters.
+    #[serde(flatten)]
+    pub stats: QueueStats,
+}
+
+/// A port's results.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PortResult {
+    /// Port id.
+    pub port: u16,
+    /// Node at the other end.
+    pub peer: String,
+    /// Counters.
+    pub counters: PortCounters,
+    /// Queues that carried or dropped traffic.
+    pub queues: Vec<QueueResult>,
+}
+
+/// A switch's results.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SwitchResult {
+    /// Name.
+    pub name: String,
+    /// Scheme.
+    pub scheme: String,
+    /// Counters.
+    pub counters: SwitchCounters,
+    /// Scheme counters.
+    pub scheme_counters: BTreeMap<String, u64>,
+    /// Largest buffer use.
+    pub max_buffer_bytes: u64,
+    /// Ports.
+    pub ports: Vec<PortResult>,
+}
+
+/// A host's results.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct HostResult {
+    /// Name.
+    pub name: String,
+    /// Address.
+    pub ip: String,
+    /// Counters.
+    pub counters: crate::host::udp::HostCounters,
+}
+
+/// The whole `summary.json`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    /// Schema id.
+    pub schema: &'static str,
+    /// Topology name.
+    pub topology: String,
+    /// Scheme.
+    pub scheme: String,
+    /// Traffic description.
+    pub traffic: String,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated time.
+    pub simulated_ns: Nanos,
+    /// Engine counters.
+    pub totals: EngineTotals,
+    /// Flows.
+    pub flows: Vec<FlowResult>,
+    /// Switches.
+    pub switches: Vec<SwitchResult>,
+    /// Hosts.
+    pub hosts: Vec<HostResult>,
+}
+
+impl Summary {
+    /// Collects the results of `engine` running `fabric`.
+    pub fn collect(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64) -> Summary {
+        let name_of = |n: crate::ids::NodeId| fabric.nodes.get(n.index()).map(|x| x.name.clone()).unwrap_or_default();
+        let mut rx = BTreeMap::new();
+        for n in engine.nodes() {
+            if let Node::UdpHost(h) = n {
+                for (id, s) in h.rx_flows() {
+                    rx.insert(*id, *s);
+                }
+            }
+        }
+        let mut flows = Vec::new();
+        let mut switches = Vec::new();
+        let mut hosts = Vec::new();
+        for (i, n) in engine.nodes().iter().enumerate() {
+            match n {
+                Node::UdpHost(h) => {
+                    hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
+                    for tx in h.tx_flows() {
+                        let r = rx.get(&tx.flow.id.0).copied().unwrap_or_default();
+                        let dst = fabric.nodes.iter().find(|x| x.as_host().is_some_and(|hs| hs.ip == tx.flow.dst)).map(|x| x.name.clone()).unwrap_or_else(|| tx.flow.dst.to_string());
+                        flows.push(FlowResult {
+                            id: tx.flow.id.0,
+                            src: h.name().to_string(),
+                            dst,
+                            bytes_sent: tx.bytes_sent,
+                            bytes_delivered: r.bytes,
+                            packets_sent: tx.packets_sent,
+                            packets_delivered: r.packets,
+                            drops: tx.packets_sent.saturating_sub(r.packets),
+                            ecn_marks: r.ecn_marks,
+                            out_of_order: r.out_of_order,
+                            first_arrival: r.first_arrival,
+                            last_arrival: r.last_arrival,
+                        });
+                    }
+                }
+                Node::Switch(s) => {
+                    let spec = &fabric.nodes[i];
+                    let nq = s.traffic_manager().config().queues_per_port;
+                    let ports = (0..s.port_count())
+                        .map(|p| {
+                            let port = PortId(p as u16);
+                            let queues = (0..nq)
+                                .filter_map(|q| {
+                                    let st = s.queue_stats(port, QueueId(q));
+                                    (st != QueueStats::default()).then_some(QueueResult { queue: q, stats: st })
+                                })
+                                .collect();
+                            PortResult { port: p as u16, peer: name_of(spec.ports[p].peer), counters: s.port_counters(port), queues }
+                        })
+                        .collect();
+                    switches.push(SwitchResult {
+                        name: s.name().to_string(),
+                        scheme: s.program_name().to_string(),
+                        counters: *s.counters(),
+                        scheme_counters: s.scheme_counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                        max_buffer_bytes: s.traffic_manager().max_used_bytes(),
+                        ports,
+                    });
+                }
+            }
+        }
+        flows.sort_by_key(|f| f.id);
+        Summary {
+            schema: SCHEMA,
+            topology: fabric.name.clone(),
+            scheme: scheme.to_string(),
+            traffic: traffic.to_string(),
+            seed,
+            simulated_ns: engine.now(),
+            totals: engine.totals(),
+            flows,
+            switches,
+            hosts,
+        }
+    }
+
+    /// Pretty JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

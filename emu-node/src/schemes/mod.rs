@@ -1,0 +1,114 @@
+//! Load-balancing schemes, each a Tofino [`Program`](crate::tofino::Program).
+//!
+//! [`catalog`] lists every scheme with its parameters and defaults (what
+//! `weft schemes` prints); [`build`] instantiates one by name with
+//! `--set scheme.param=value` overrides. Adding a scheme = a module here,
+//! one entry in [`catalog`] and one arm in [`build`].
+
+pub mod ecmp;
+
+use crate::tofino::Program;
+use std::collections::BTreeMap;
+
+/// One documented parameter of a scheme.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ParamInfo {
+    /// Name (as in `--set <scheme>.<name>=...`).
+    pub name: &'static str,
+    /// Default value, as text.
+    pub default: &'static str,
+    /// Unit or type.
+    pub unit: &'static str,
+    /// Meaning.
+    pub doc: &'static str,
+}
+
+/// A scheme in the catalog.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SchemeInfo {
+    /// Name for `--scheme`.
+    pub name: &'static str,
+    /// Source paper / section.
+    pub source: &'static str,
+    /// One-line description.
+    pub summary: &'static str,
+    /// Parameters.
+    pub params: Vec<ParamInfo>,
+}
+
+/// Why a scheme could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemeError {
+    /// No scheme of that name.
+    #[error("unknown scheme `{name}` (known: {known})")]
+    Unknown {
+        /// Requested name.
+        name: String,
+        /// Known names.
+        known: String,
+    },
+    /// A parameter the scheme does not have.
+    #[error("scheme `{scheme}` has no parameter `{param}` (parameters: {known})")]
+    UnknownParam {
+        /// Scheme.
+        scheme: String,
+        /// Parameter.
+        param: String,
+        /// Known parameters.
+        known: String,
+    },
+    /// A parameter value that does not parse.
+    #[error("scheme `{scheme}`: parameter `{param}` = `{value}` is not a valid {unit}")]
+    BadValue {
+        /// Scheme.
+        scheme: String,
+        /// Parameter.
+        param: String,
+        /// Value given.
+        value: String,
+        /// Expected unit/type.
+        unit: String,
+    },
+}
+
+/// Raw parameter overrides: name → value text.
+pub type Params = BTreeMap<String, String>;
+
+/// Every scheme weft has.
+pub fn catalog() -> Vec<SchemeInfo> {
+    vec![ecmp::info()]
+}
+
+/// Builds scheme `name` with `params` (unknown parameters are errors).
+pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeError> {
+    let info = catalog().into_iter().find(|s| s.name == name).ok_or_else(|| SchemeError::Unknown {
+        name: name.into(),
+        known: catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+    })?;
+    for k in params.keys() {
+        if !info.params.iter().any(|p| p.name == k) {
+            return Err(SchemeError::UnknownParam {
+                scheme: name.into(),
+                param: k.clone(),
+                known: info.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    match name {
+        "ecmp" => Ok(Box::new(ecmp::Ecmp::from_params(params)?)),
+        _ => unreachable!("catalog and build disagree on {name}"),
+    }
+}
+
+/// Parses parameter `key` of `scheme` from `params`, or returns `default`.
+pub(crate) fn param<T: std::str::FromStr>(scheme: &str, params: &Params, key: &str, unit: &str, default: T) -> Result<T, SchemeError> {
+    match params.get(key) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| SchemeError::BadValue {
+            scheme: scheme.into(),
+            param: key.into(),
+            value: v.clone(),
+            unit: unit.into(),
+        }),
+    }
+}

@@ -1,0 +1,910 @@
+//! A sans-IO switch: the Tofino model + a loaded program + ports.
+//!
+//! [`Switch`] never reads a clock or a socket. Call order (as
+//! `quinn-proto`'s `Connection`):
+//! 1. inputs: [`Switch::handle_frame`] for a frame fully received on a
+//!    port at `now`, [`Switch::handle_timeout`] when `now` reaches
+//!    [`Switch::poll_timeout`], [`Switch::set_port_up`] /
+//!    [`Switch::set_port_rate`] for link changes;
+//! 2. outputs: every input appends [`Transmit`]s to the caller's buffer —
+//!    a frame leaving `port`, its first bit at `start` and last bit at `end`
+//!    (the driver adds the link's propagation delay);
+//! 3. after each input, re-arm one timer from [`Switch::poll_timeout`].
+//!
+//! Forwarding: parse → (PFC frames: pause egress classes; ARP for a
+//! gateway: answer) → IPv4: destination MAC must be the port's, TTL > 1,
+//! LPM route → equal-cost group → the program's ingress picks port and
+//! queue → TTL and MACs rewritten → traffic manager → the port drains at
+//! line rate (serialization exact to the ns, never above the rate) → the
+//! program's egress → ECN mark → wire. Recirculation, mirroring, the CPU
+//! port and the packet generator are modelled here (DESIGN §4).
+//! Malformed frames are counted and dropped, never panic.
+
+pub mod routing;
+
+use crate::fabric::{NodeSpec, PortSpec};
+use crate::ids::{NodeId, PortId, QueueId};
+use crate::schemes;
+use crate::serializer::Serializer;
+use crate::time::{BitRate, Nanos};
+use crate::tofino::program::{
+    declarations_of, declare_l3_tables, CpuCx, EgressCx, IngressDecision, PacketGenerator, PacketSource, QueueDepths,
+};
+use crate::tofino::registers::PassState;
+use crate::tofino::tm::{PfcTransition, QueueStats};
+use crate::tofino::{Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager};
+use crate::wire::frame::{FrameInfo, FrameKind};
+use crate::wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress};
+use bytes::BytesMut;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use routing::RouteTable;
+use serde::Serialize;
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A frame leaving a port.
+#[derive(Debug)]
+pub struct Transmit {
+    /// Egress port.
+    pub port: PortId,
+    /// The frame.
+    pub frame: BytesMut,
+    /// First bit on the wire.
+    pub start: Nanos,
+    /// Last bit on the wire.
+    pub end: Nanos,
+}
+
+/// Settings of a switch instance (beyond its fabric spec).
+#[derive(Debug, Clone)]
+pub struct SwitchConfig {
+    /// Target profile.
+    pub target: TargetProfile,
+    /// Traffic manager configuration.
+    pub tm: TmConfig,
+    /// How stale the ingress view of queue depths may be.
+    pub snapshot_period_ns: Nanos,
+    /// Control-plane latency (CPU register/table writes).
+    pub cpu_latency_ns: Nanos,
+    /// Seed of the switch's RNG (derive from the run seed and node id).
+    pub seed: u64,
+    /// Panic on a program error (tests); otherwise count and drop.
+    pub strict: bool,
+}
+
+/// Errors when building a switch.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    /// The program does not fit the target.
+    #[error("switch `{switch}`: {source}")]
+    Resources {
+        /// Switch name.
+        switch: String,
+        /// Violation.
+        #[source]
+        source: ResourceError,
+    },
+    /// Unknown scheme or bad parameter.
+    #[error("switch `{switch}`: {source}")]
+    Scheme {
+        /// Switch name.
+        switch: String,
+        /// Cause.
+        #[source]
+        source: schemes::SchemeError,
+    },
+    /// The node is not a switch.
+    #[error("node `{0}` is not a switch")]
+    NotASwitch(String),
+}
+
+/// Switch-wide counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct SwitchCounters {
+    /// Frames received on front-panel ports.
+    pub rx_frames: u64,
+    /// Pipeline passes (ingress), incl. recirculations and generated packets.
+    pub pipeline_passes: u64,
+    /// Malformed frames dropped (truncated, bad checksum...).
+    pub drop_malformed: u64,
+    /// Frames longer than the port MTU.
+    pub drop_oversize: u64,
+    /// Unknown EtherType.
+    pub drop_unknown_ethertype: u64,
+    /// IPv4 frames not addressed to the port's MAC.
+    pub drop_not_for_us: u64,
+    /// TTL expired.
+    pub drop_ttl: u64,
+    /// No route.
+    pub drop_no_route: u64,
+    /// Dropped by the program (or no egress chosen).
+    pub drop_program: u64,
+    /// Dropped by the traffic manager (threshold or buffer full).
+    pub drop_tm: u64,
+    /// Frames lost because their port went down.
+    pub drop_link_down: u64,
+    /// Program errors (double register access, stage order...).
+    pub program_errors: u64,
+    /// ARP replies sent for gateway addresses.
+    pub arp_replies: u64,
+    /// Recirculated passes.
+    pub recirculations: u64,
+    /// Mirrored copies.
+    pub mirrored: u64,
+    /// Packets delivered to the CPU.
+    pub to_cpu: u64,
+    /// Packets from the packet generator.
+    pub generated: u64,
+    /// Frames marked CE.
+    pub ecn_marks: u64,
+}
+
+/// Per-port counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// PFC pause (XOFF) frames sent upstream (incl. refreshes).
+    pub pfc_pause_sent: u64,
+    /// PFC resume (XON) frames sent.
+    pub pfc_resume_sent: u64,
+    /// PFC frames received.
+    pub pfc_received: u64,
+}
+
+#[derive(Debug)]
+struct Port {
+    spec: PortSpec,
+    serializer: Serializer,
+    up: bool,
+    timer_at: Option<Nanos>,
+    mac_control: VecDeque<BytesMut>,
+    counters: PortCounters,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Port(u16),
+    PfcRefresh(u16, u8),
+    Internal,
+    Generator(u8),
+    CpuWrites,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InternalKind {
+    Recirculate { original: PortId, pass: u8 },
+    Cpu,
+}
+
+#[derive(Debug, Default)]
+struct PortSnapshot {
+    taken_at: Option<Nanos>,
+    queues: Vec<u64>,
+    total: u64,
+}
+
+struct DepthSnapshot<'a> {
+    tm: &'a TrafficManager,
+    now: Nanos,
+    period: Nanos,
+    ports: &'a RefCell<Vec<PortSnapshot>>,
+}
+
+impl DepthSnapshot<'_> {
+    fn with_port<R>(&self, port: PortId, f: impl FnOnce(&PortSnapshot) -> R) -> R {
+        let mut ports = self.ports.borrow_mut();
+        let Some(s) = ports.get_mut(port.index()) else {
+            return f(&PortSnapshot::default());
+        };
+        let stale = match s.taken_at {
+            None => true,
+            Some(t) => self.now.saturating_sub(t) >= self.period,
+        };
+        if stale {
+            let n = self.tm.config().queues_per_port;
+            s.queues.clear();
+            s.queues.extend((0..n).map(|q| self.tm.queue_bytes(port, QueueId(q))));
+            s.total = self.tm.port_bytes(port);
+            s.taken_at = Some(self.now);
+        }
+        f(s)
+    }
+}
+
+impl QueueDepths for DepthSnapshot<'_> {
+    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
+        self.with_port(port, |s| s.queues.get(queue.0 as usize).copied().unwrap_or(0))
+    }
+    fn port_bytes(&self, port: PortId) -> u64 {
+        self.with_port(port, |s| s.total)
+    }
+}
+
+impl QueueDepths for TrafficManager {
+    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
+        TrafficManager::queue_bytes(self, port, queue)
+    }
+    fn port_bytes(&self, port: PortId) -> u64 {
+        TrafficManager::port_bytes(self, port)
+    }
+}
+
+/// EtherType of packet-generator frames (IEEE local experimental).
+pub const GENERATOR_ETHERTYPE: u16 = 0x88b5;
+
+/// A sans-IO switch. See the module documentation for the call order.
+pub struct Switch {
+    id: NodeId,
+    name: String,
+    cfg: SwitchConfig,
+    ports: Vec<Port>,
+    port_up: Vec<bool>,
+    tm: TrafficManager,
+    program: Box<dyn Program>,
+    regs: RegisterFile,
+    usage: ResourceUsage,
+    routes: RouteTable,
+    rng: ChaCha8Rng,
+    hash_seed: u32,
+    timers: BinaryHeap<Reverse<(Nanos, Timer)>>,
+    pass_serial: u64,
+    snapshot: RefCell<Vec<PortSnapshot>>,
+    generators: Vec<PacketGenerator>,
+    internal: VecDeque<(Nanos, InternalKind, BytesMut)>,
+    internal_busy_until: [Nanos; 2],
+    recirc_meta: VecDeque<(PortId, u8)>,
+    cpu_writes: VecDeque<(Nanos, crate::tofino::RegisterId, u32, u64)>,
+    pfc_scratch: Vec<PfcTransition>,
+    counters: SwitchCounters,
+    last_program_error: Option<ProgramError>,
+}
+
+impl std::fmt::Debug for Switch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switch").field("name", &self.name).field("program", &self.program.name()).finish()
+    }
+}
+
+impl Switch {
+    /// Builds the switch of fabric node `node` (id `id`) with its scheme.
+    pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: SwitchConfig) -> Result<Self, SwitchError> {
+        let spec = node.as_switch().ok_or_else(|| SwitchError::NotASwitch(node.name.clone()))?;
+        let program = schemes::build(&spec.scheme, &spec.params).map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
+        Self::with_program(id, node, cfg, program)
+    }
+
+    /// Builds the switch of `node` with an explicit program (tests, custom schemes).
+    pub fn with_program(id: NodeId, node: &NodeSpec, cfg: SwitchConfig, mut program: Box<dyn Program>) -> Result<Self, SwitchError> {
+        let routes_spec = node.as_switch().map(|s| s.routes.clone()).unwrap_or_default();
+        let mut decl = declarations_of(program.as_mut());
+        declare_l3_tables(&mut decl, routes_spec.len() as u32);
+        decl.usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
+        let regs = RegisterFile::new(&decl.usage.registers);
+        let nports = node.ports.len();
+        let ports: Vec<Port> = node
+            .ports
+            .iter()
+            .map(|p| Port {
+                spec: p.clone(),
+                serializer: Serializer::new(p.rate),
+                up: true,
+                timer_at: None,
+                mac_control: VecDeque::new(),
+                counters: PortCounters::default(),
+            })
+            .collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let hash_seed = rand::Rng::random::<u32>(&mut rng);
+        let mut timers = BinaryHeap::new();
+        for (i, g) in decl.generators.iter().enumerate() {
+            timers.push(Reverse((g.period_ns, Timer::Generator(i as u8))));
+        }
+        let tm = TrafficManager::new(cfg.tm.clone(), nports + 2);
+        Ok(Switch {
+            id,
+            name: node.name.clone(),
+            port_up: vec![true; nports],
+            ports,
+            tm,
+            program,
+            regs,
+            usage: decl.usage,
+            routes: RouteTable::new(&routes_spec),
+            rng,
+            hash_seed,
+            timers,
+            pass_serial: 0,
+            snapshot: RefCell::new((0..nports + 2).map(|_| PortSnapshot::default()).collect()),
+            generators: decl.generators,
+            internal: VecDeque::new(),
+            internal_busy_until: [0; 2],
+            recirc_meta: VecDeque::new(),
+            cpu_writes: VecDeque::new(),
+            pfc_scratch: Vec::new(),
+            counters: SwitchCounters::default(),
+            last_program_error: None,
+            cfg,
+        })
+    }
+
+    fn recirc_port(&self) -> PortId {
+        PortId(self.ports.len() as u16)
+    }
+    fn cpu_port(&self) -> PortId {
+        PortId(self.ports.len() as u16 + 1)
+    }
+
+    /// Node id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The loaded program's name.
+    pub fn program_name(&self) -> &'static str {
+        self.program.name()
+    }
+    /// The program's scheme counters.
+    pub fn scheme_counters(&self) -> Vec<(&'static str, u64)> {
+        self.program.counters()
+    }
+    /// Declared resources (program + L3 tables).
+    pub fn resources(&self) -> &ResourceUsage {
+        &self.usage
+    }
+    /// Switch counters.
+    pub fn counters(&self) -> &SwitchCounters {
+        &self.counters
+    }
+    /// The last program error, if any.
+    pub fn last_program_error(&self) -> Option<&ProgramError> {
+        self.last_program_error.as_ref()
+    }
+    /// Number of front-panel ports.
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+    /// Counters of a port.
+    pub fn port_counters(&self, port: PortId) -> PortCounters {
+        self.ports.get(port.index()).map(|p| p.counters).unwrap_or_default()
+    }
+    /// Counters of a queue.
+    pub fn queue_stats(&self, port: PortId, queue: QueueId) -> QueueStats {
+        self.tm.queue_stats(port, queue)
+    }
+    /// The traffic manager (read-only).
+    pub fn traffic_manager(&self) -> &TrafficManager {
+        &self.tm
+    }
+    /// The traffic manager (tests and control plane).
+    pub fn traffic_manager_mut(&mut self) -> &mut TrafficManager {
+        &mut self.tm
+    }
+    /// Register file (control-plane reads).
+    pub fn registers(&self) -> &RegisterFile {
+        &self.regs
+    }
+    /// Whether a port's link is up.
+    pub fn port_is_up(&self, port: PortId) -> bool {
+        self.port_up.get(port.index()).copied().unwrap_or(false)
+    }
+    /// The rate a port drains at.
+    pub fn port_rate(&self, port: PortId) -> Option<BitRate> {
+        self.ports.get(port.index()).map(|p| p.serializer.rate())
+    }
+
+    /// The earliest time [`Switch::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    fn arm(&mut self, port: PortId, at: Nanos) {
+        let p = &mut self.ports[port.index()];
+        if let Some(t) = p.timer_at {
+            if t <= at {
+                return;
+            }
+        }
+        p.timer_at = Some(at);
+        self.timers.push(Reverse((at, Timer::Port(port.0))));
+    }
+
+    /// A link went up or down. Going down drops what is queued for it.
+    pub fn set_port_up(&mut self, now: Nanos, port: PortId, up: bool, out: &mut Vec<Transmit>) {
+        let Some(p) = self.ports.get_mut(port.index()) else { return };
+        p.up = up;
+        self.port_up[port.index()] = up;
+        if !up {
+            p.mac_control.clear();
+            let mut pfc = std::mem::take(&mut self.pfc_scratch);
+            self.counters.drop_link_down += self.tm.flush_port(port, &mut pfc);
+            self.tm.pfc_receive(port, 0xff, 0);
+            for c in 0..8 {
+                self.tm.pfc_receive(port, c, 0);
+            }
+            self.emit_pfc(now, &mut pfc, out);
+            self.pfc_scratch = pfc;
+        }
+    }
+
+    /// A link's rate changed (degrade/restore).
+    pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {
+        if let Some(p) = self.ports.get_mut(port.index()) {
+            p.serializer.set_rate(now, rate);
+        }
+    }
+
+    /// Handles timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        while let Some(Reverse((t, timer))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            match timer {
+                Timer::Port(p) => {
+                    let port = PortId(p);
+                    if self.ports[port.index()].timer_at == Some(t) {
+                        self.ports[port.index()].timer_at = None;
+                        self.kick(now, port, out);
+                    }
+                }
+                Timer::PfcRefresh(p, class) => {
+                    let port = PortId(p);
+                    if self.tm.xoff_asserted(port, class) && self.port_up[port.index()] {
+                        self.send_pfc(now, port, class, true, out);
+                    }
+                }
+                Timer::Internal => self.deliver_internal(now, out),
+                Timer::Generator(i) => {
+                    if let Some(g) = self.generators.get(i as usize).copied() {
+                        self.timers.push(Reverse((t + g.period_ns.max(1), Timer::Generator(i))));
+                        let mut f = BytesMut::zeroed((g.frame_len as usize).max(ethernet::HEADER_LEN + 1));
+                        f[12..14].copy_from_slice(&GENERATOR_ETHERTYPE.to_be_bytes());
+                        f[14] = g.id;
+                        self.counters.generated += 1;
+                        self.ingress(now, PacketSource::Generator(g.id), f, out);
+                    }
+                }
+                Timer::CpuWrites => {
+                    while let Some(&(at, reg, idx, v)) = self.cpu_writes.front() {
+                        if at > now {
+                            break;
+                        }
+                        self.cpu_writes.pop_front();
+                        if let Err(e) = self.regs.cpu_write(reg, idx, v) {
+                            self.program_error(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles a frame fully received on `port` at `now`.
+    pub fn handle_frame(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
+        let Some(p) = self.ports.get_mut(port.index()) else {
+            self.counters.drop_malformed += 1;
+            return;
+        };
+        self.counters.rx_frames += 1;
+        p.counters.rx_frames += 1;
+        p.counters.rx_bytes += frame.len() as u64;
+        if frame.len() > p.spec.mtu as usize + ethernet::TAGGED_HEADER_LEN {
+            self.counters.drop_oversize += 1;
+            return;
+        }
+        self.ingress(now, PacketSource::Port(port), frame, out);
+    }
+
+    fn ingress(&mut self, now: Nanos, source: PacketSource, mut frame: BytesMut, out: &mut Vec<Transmit>) {
+        let info = match FrameInfo::parse(&frame) {
+            Ok(i) => i,
+            Err(_) => {
+                self.counters.drop_malformed += 1;
+                return;
+            }
+        };
+        let in_port = match source {
+            PacketSource::Port(p) => Some(p),
+            PacketSource::Recirculated { original, .. } => Some(original),
+            _ => None,
+        };
+        match info.kind {
+            FrameKind::Pfc(r) => {
+                if let PacketSource::Port(p) = source {
+                    self.receive_pfc(now, p, r, out);
+                }
+                return;
+            }
+            FrameKind::Arp => {
+                if let PacketSource::Port(p) = source {
+                    self.answer_arp(now, p, &frame, out);
+                }
+                return;
+            }
+            FrameKind::Other(t) if !(t == GENERATOR_ETHERTYPE && matches!(source, PacketSource::Generator(_))) => {
+                self.counters.drop_unknown_ethertype += 1;
+                return;
+            }
+            _ => {}
+        }
+        let mut group: &[crate::ids::PortId] = &[];
+        if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
+            let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
+            if dst_mac != self.ports[p.index()].spec.mac {
+                self.counters.drop_not_for_us += 1;
+                return;
+            }
+            if ip.ttl <= 1 {
+                self.counters.drop_ttl += 1;
+                return;
+            }
+        }
+        if let Some(ip) = info.ip {
+            match self.routes.lookup(ip.dst) {
+                Some(g) => group = g,
+                None => {
+                    self.counters.drop_no_route += 1;
+                    return;
+                }
+            }
+        }
+        self.counters.pipeline_passes += 1;
+        self.pass_serial += 1;
+        let snapshot = DepthSnapshot { tm: &self.tm, now, period: self.cfg.snapshot_period_ns, ports: &self.snapshot };
+        let mut cx = IngressCx {
+            now,
+            frame: &mut frame,
+            info: &info,
+            source,
+            group,
+            port_up: &self.port_up,
+            depths: &snapshot,
+            rng: &mut self.rng,
+            hash_seed: self.hash_seed,
+            decision: IngressDecision::default(),
+            regs: &mut self.regs,
+            pass: PassState::new(self.pass_serial, Gress::Ingress),
+        };
+        let result = self.program.ingress(&mut cx);
+        let decision = std::mem::take(&mut cx.decision);
+        drop(cx);
+        if let Err(e) = result {
+            self.program_error(e);
+            return;
+        }
+        for fc in &decision.flow_control {
+            if fc.pause {
+                self.tm.pause_queue(fc.port, fc.queue);
+            } else {
+                self.tm.resume_queue(fc.port, fc.queue);
+                if fc.port.index() < self.ports.len() {
+                    self.kick(now, fc.port, out);
+                }
+            }
+        }
+        if let Some(m) = decision.mirror {
+            let mut copy = BytesMut::from(&frame[..m.truncate.map_or(frame.len(), |t| (t as usize).min(frame.len()))]);
+            let target = m.port.unwrap_or(self.cpu_port());
+            if target.index() < self.ports.len() {
+                Self::rewrite_l2(&self.ports[target.index()].spec, &mut copy);
+            }
+            self.counters.mirrored += 1;
+            self.enqueue(now, target, m.queue, copy, None, out);
+        }
+        if decision.drop {
+            self.counters.drop_program += 1;
+            return;
+        }
+        if decision.recirculate {
+            let (original, pass) = match source {
+                PacketSource::Recirculated { original, pass } => (original, pass.saturating_add(1)),
+                PacketSource::Port(p) => (p, 1),
+                _ => (PortId(u16::MAX), 1),
+            };
+            self.counters.recirculations += 1;
+            self.recirc_meta.push_back((original, pass));
+            let rp = self.recirc_port();
+            self.enqueue(now, rp, QueueId(0), frame, None, out);
+            return;
+        }
+        if decision.to_cpu {
+            self.counters.to_cpu += 1;
+            let cp = self.cpu_port();
+            self.enqueue(now, cp, QueueId(0), frame, None, out);
+            return;
+        }
+        let Some(egress) = decision.egress_port.filter(|p| p.index() < self.ports.len()) else {
+            self.counters.drop_program += 1;
+            return;
+        };
+        if let Some(ip) = info.ip {
+            let l3 = info.l3_offset as usize;
+            let mut pkt = ipv4::Packet::new_unchecked(&mut frame[l3..]);
+            if matches!(source, PacketSource::Port(_)) {
+                pkt.decrement_ttl();
+            }
+            let _ = ip;
+        }
+        Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
+        let queue = decision.queue.unwrap_or_else(|| self.default_queue(&info));
+        self.enqueue(now, egress, queue, frame, in_port.filter(|p| p.index() < self.ports.len()), out);
+    }
+
+    fn rewrite_l2(spec: &PortSpec, frame: &mut BytesMut) {
+        if frame.len() >= ethernet::HEADER_LEN {
+            frame[0..6].copy_from_slice(&spec.peer_mac.0);
+            frame[6..12].copy_from_slice(&spec.mac.0);
+        }
+    }
+
+    /// Queue by traffic class: DSCP >> 3; CS6/CS7 go to the control queue.
+    fn default_queue(&self, info: &FrameInfo) -> QueueId {
+        let tc = info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0);
+        let n = self.tm.config().queues_per_port;
+        if tc >= 6 {
+            self.tm.config().control_queue()
+        } else {
+            QueueId(tc.min(n.saturating_sub(2)))
+        }
+    }
+
+    fn enqueue(&mut self, now: Nanos, port: PortId, queue: QueueId, frame: BytesMut, in_port: Option<PortId>, out: &mut Vec<Transmit>) {
+        if port.index() < self.ports.len() && !self.port_up[port.index()] {
+            self.counters.drop_link_down += 1;
+            return;
+        }
+        let mut pfc = std::mem::take(&mut self.pfc_scratch);
+        match self.tm.enqueue(now, port, queue, frame, in_port, &mut pfc) {
+            Ok(()) => {}
+            Err(_) => self.counters.drop_tm += 1,
+        }
+        self.emit_pfc(now, &mut pfc, out);
+        self.pfc_scratch = pfc;
+        self.kick_any(now, port, out);
+    }
+
+    fn kick_any(&mut self, now: Nanos, port: PortId, out: &mut Vec<Transmit>) {
+        if port.index() < self.ports.len() {
+            self.kick(now, port, out);
+        } else {
+            self.kick_internal(now, port);
+        }
+    }
+
+    fn emit_pfc(&mut self, now: Nanos, pfc: &mut Vec<PfcTransition>, out: &mut Vec<Transmit>) {
+        for t in pfc.drain(..) {
+            if t.port.index() < self.ports.len() && self.port_up[t.port.index()] {
+                self.send_pfc(now, t.port, t.class, t.pause, out);
+            }
+        }
+    }
+
+    fn send_pfc(&mut self, now: Nanos, port: PortId, class: u8, pause: bool, out: &mut Vec<Transmit>) {
+        let quanta = self.tm.config().pfc.map_or(0xffff, |p| p.pause_quanta);
+        let p = &mut self.ports[port.index()];
+        let mut f = BytesMut::zeroed(pfc::FRAME_LEN);
+        ethernet::Repr { dst: EthernetAddress::MAC_CONTROL, src: p.spec.mac, vlan_tci: None, ethertype: EtherType::MacControl }.emit(&mut f);
+        pfc::Repr::for_priority(class, if pause { quanta } else { 0 }).emit(&mut f[ethernet::HEADER_LEN..]);
+        p.mac_control.push_back(f);
+        if pause {
+            p.counters.pfc_pause_sent += 1;
+            let refresh = pfc::quanta_to_ns(quanta, p.serializer.rate()) / 2;
+            self.timers.push(Reverse((now + refresh.max(1), Timer::PfcRefresh(port.0, class))));
+        } else {
+            p.counters.pfc_resume_sent += 1;
+        }
+        self.kick(now, port, out);
+    }
+
+    fn receive_pfc(&mut self, now: Nanos, port: PortId, r: pfc::Repr, out: &mut Vec<Transmit>) {
+        self.ports[port.index()].counters.pfc_received += 1;
+        let rate = self.ports[port.index()].serializer.rate();
+        for c in 0..8u8 {
+            if r.class_enable & (1 << c) != 0 {
+                let q = r.quanta[c as usize];
+                let until = if q == 0 { 0 } else { now + pfc::quanta_to_ns(q, rate) };
+                self.tm.pfc_receive(port, c, until);
+            }
+        }
+        self.kick(now, port, out);
+    }
+
+    fn answer_arp(&mut self, now: Nanos, port: PortId, frame: &[u8], out: &mut Vec<Transmit>) {
+        let l3 = ethernet::Frame::new_unchecked(frame).header_len();
+        let Ok(a) = arp::Packet::new_checked(&frame[l3..]) else {
+            self.counters.drop_malformed += 1;
+            return;
+        };
+        let req = arp::Repr::parse(&a);
+        let Some(gw) = self.ports[port.index()].spec.gateway else { return };
+        if req.operation != arp::Operation::Request || req.target_ip != gw {
+            return;
+        }
+        let mac = self.ports[port.index()].spec.mac;
+        let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
+        ethernet::Repr { dst: req.sender_hw, src: mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
+        arp::Repr { operation: arp::Operation::Reply, sender_hw: mac, sender_ip: gw, target_hw: req.sender_hw, target_ip: req.sender_ip }
+            .emit(&mut f[ethernet::HEADER_LEN..]);
+        self.counters.arp_replies += 1;
+        let cq = self.tm.config().control_queue();
+        self.enqueue(now, port, cq, f, None, out);
+    }
+
+    /// Starts a transmission on an idle port, or arms its timer.
+    fn kick(&mut self, now: Nanos, port: PortId, out: &mut Vec<Transmit>) {
+        let pi = port.index();
+        if !self.port_up[pi] {
+            return;
+        }
+        if self.ports[pi].serializer.is_busy(now) {
+            let t = self.ports[pi].serializer.busy_until();
+            self.arm(port, t);
+            return;
+        }
+        if let Some(f) = self.ports[pi].mac_control.pop_front() {
+            self.transmit(now, port, f, out);
+            return;
+        }
+        let mut pfc = std::mem::take(&mut self.pfc_scratch);
+        loop {
+            let Some(mut d) = self.tm.dequeue(now, port, &mut self.rng, &mut pfc) else {
+                if let Some(t) = self.tm.pfc_wakeup(now, port) {
+                    self.arm(port, t);
+                }
+                break;
+            };
+            self.pass_serial += 1;
+            let mut cx = EgressCx {
+                now,
+                frame: &mut d.pkt.frame,
+                port,
+                queue: d.queue,
+                enq_ts: d.pkt.enq_ts,
+                enq_depth: d.pkt.enq_depth,
+                deq_depth: d.deq_depth,
+                depths: &self.tm,
+                drop: false,
+                flow_control: Vec::new(),
+                regs: &mut self.regs,
+                pass: PassState::new(self.pass_serial, Gress::Egress),
+            };
+            let r = self.program.egress(&mut cx);
+            let (dropped, fcs) = (cx.drop, std::mem::take(&mut cx.flow_control));
+            for fc in fcs {
+                if fc.pause {
+                    self.tm.pause_queue(fc.port, fc.queue);
+                } else {
+                    self.tm.resume_queue(fc.port, fc.queue);
+                }
+            }
+            if let Err(e) = r {
+                self.program_error(e);
+                continue;
+            }
+            if dropped {
+                self.counters.drop_program += 1;
+                continue;
+            }
+            if d.mark_ce && mark_ce(&mut d.pkt.frame) {
+                self.counters.ecn_marks += 1;
+                self.tm.count_mark(port, d.queue);
+            }
+            self.transmit(now, port, d.pkt.frame, out);
+            break;
+        }
+        self.emit_pfc(now, &mut pfc, out);
+        self.pfc_scratch = pfc;
+    }
+
+    fn transmit(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
+        let p = &mut self.ports[port.index()];
+        let end = p.serializer.start(now, frame.len());
+        p.counters.tx_frames += 1;
+        p.counters.tx_bytes += frame.len() as u64;
+        let more = !p.mac_control.is_empty() || self.tm.has_eligible(end, port) || self.tm.pfc_wakeup(now, port).is_some();
+        out.push(Transmit { port, frame, start: now, end });
+        if more {
+            self.arm(port, end);
+        }
+    }
+
+    /// Internal ports (recirculation, CPU) drain at their rate into a
+    /// loop-back: a serial FIFO whose departures are spaced by serialization.
+    fn kick_internal(&mut self, now: Nanos, port: PortId) {
+        let recirc = port == self.recirc_port();
+        let (rate, latency, slot) = if recirc {
+            (self.cfg.target.recirculation_rate, self.cfg.target.recirculation_latency_ns, 0)
+        } else {
+            (self.cfg.target.cpu_port_rate, self.cfg.cpu_latency_ns, 1)
+        };
+        let mut pfc = Vec::new();
+        while let Some(d) = self.tm.dequeue(now, port, &mut self.rng, &mut pfc) {
+            let start = self.internal_busy_until[slot].max(now);
+            let done = start + rate.serialization_ns(d.pkt.frame.len());
+            self.internal_busy_until[slot] = done;
+            let kind = if recirc {
+                let (original, pass) = self.recirc_meta.pop_front().unwrap_or((PortId(u16::MAX), 1));
+                InternalKind::Recirculate { original, pass }
+            } else {
+                InternalKind::Cpu
+            };
+            let at = done + latency;
+            let pos = self.internal.partition_point(|(t, _, _)| *t <= at);
+            self.internal.insert(pos, (at, kind, d.pkt.frame));
+            self.timers.push(Reverse((at, Timer::Internal)));
+        }
+    }
+
+    fn deliver_internal(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        while let Some((at, _, _)) = self.internal.front() {
+            if *at > now {
+                break;
+            }
+            let Some((_, kind, frame)) = self.internal.pop_front() else { break };
+            match kind {
+                InternalKind::Recirculate { original, pass } => {
+                    self.ingress(now, PacketSource::Recirculated { original, pass }, frame, out);
+                }
+                InternalKind::Cpu => {
+                    let mut cx = CpuCx { now, register_writes: Vec::new(), send: Vec::new(), regs: &self.regs };
+                    self.program.cpu_receive(&mut cx, &frame);
+                    let (writes, sends) = (cx.register_writes, cx.send);
+                    let at = now + self.cfg.cpu_latency_ns;
+                    for (r, i, v) in writes {
+                        self.cpu_writes.push_back((at, r, i, v));
+                    }
+                    if !self.cpu_writes.is_empty() {
+                        self.timers.push(Reverse((at, Timer::CpuWrites)));
+                    }
+                    for (p, f) in sends {
+                        if p.index() < self.ports.len() {
+                            let cq = self.tm.config().control_queue();
+                            self.enqueue(now, p, cq, f, None, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn program_error(&mut self, e: ProgramError) {
+        self.counters.program_errors += 1;
+        if self.cfg.strict {
+            panic!("switch `{}`: program `{}` error: {e}", self.name, self.program.name());
+        }
+        self.last_program_error = Some(e);
+    }
+}
+
+/// Sets CE on an ECN-capable IPv4 frame; returns whether it marked.
+fn mark_ce(frame: &mut BytesMut) -> bool {
+    let Ok(eth) = ethernet::Frame::new_checked(&frame[..]) else { return false };
+    if eth.ethertype() != EtherType::Ipv4 {
+        return false;
+    }
+    let l3 = eth.header_len();
+    let Ok(mut ip) = ipv4::Packet::new_checked(&mut frame[l3..]) else { return false };
+    match ip.ecn() {
+        ipv4::Ecn::Ect0 | ipv4::Ecn::Ect1 => {
+            ip.set_ecn(ipv4::Ecn::Ce);
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! The switch's L3 table: longest-prefix match from destination IPv4 to an
+//! equal-cost group of egress ports (the `ipv4_lpm` + `nexthop_group`
+//! tables every program is loaded with).
+//!
+//! Invariant: prefix lengths are probed longest first; a lookup costs one
+//! hash probe per distinct prefix length present (two in Clos fabrics).
+
+use crate::fabric::Route;
+use crate::ids::PortId;
+use crate::wire::Ipv4Address;
+use rustc_hash::FxHashMap;
+
+/// Index of an equal-cost group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupId(pub u16);
+
+/// LPM table with equal-cost groups.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    by_len: Vec<(u8, FxHashMap<u32, GroupId>)>,
+    groups: Vec<Vec<PortId>>,
+    entries: usize,
+}
+
+fn mask(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len.min(32))
+    }
+}
+
+impl RouteTable {
+    /// Builds the table from routes (identical port sets share a group).
+    pub fn new(routes: &[Route]) -> Self {
+        let mut t = RouteTable::default();
+        let mut group_ids: FxHashMap<Vec<PortId>, GroupId> = FxHashMap::default();
+        for r in routes {
+            let g = *group_ids.entry(r.ports.clone()).or_insert_with(|| {
+                t.groups.push(r.ports.clone());
+                GroupId((t.groups.len() - 1) as u16)
+            });
+            let slot = match t.by_len.iter().position(|(l, _)| *l == r.len) {
+                Some(i) => i,
+                None => {
+                    t.by_len.push((r.len, FxHashMap::default()));
+                    t.by_len.len() - 1
+                }
+            };
+            t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), g);
+            t.entries += 1;
+        }
+        t.by_len.sort_by(|a, b| b.0.cmp(&a.0));
+        t
+    }
+
+    /// The group for `dst`, longest prefix first.
+    #[inline]
+    pub fn lookup(&self, dst: Ipv4Address) -> Option<&[PortId]> {
+        for (len, m) in &self.by_len {
+            if let Some(g) = m.get(&(dst.0 & mask(*len))) {
+                return Some(&self.groups[g.0 as usize]);
+            }
+        }
+        None
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_prefix_wins() {
+        let t = RouteTable::new(&[
+            Route { prefix: Ipv4Address::new(10, 0, 1, 0), len: 24, ports: vec![PortId(4), PortId(5)] },
+            Route { prefix: Ipv4Address::new(10, 0, 1, 7), len: 32, ports: vec![PortId(1)] },
+        ]);
+        assert_eq!(t.lookup(Ipv4Address::new(10, 0, 1, 7)), Some(&[PortId(1)][..]));
+        assert_eq!(t.lookup(Ipv4Address::new(10, 0, 1, 8)), Some(&[PortId(4), PortId(5)][..]));
+        assert_eq!(t.lookup(Ipv4Address::new(10, 0, 2, 8)), None);
+    }
+}

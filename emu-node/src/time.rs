@@ -1,0 +1,100 @@
+//! The one time type of weft: integer nanoseconds, and link-rate arithmetic.
+//!
+//! Invariant: every timestamp and duration in the data plane is a [`Nanos`]
+//! (`u64` ns since the start of the run). Serialization times are computed
+//! exactly with 128-bit intermediates so no rate/size combination overflows.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Nanoseconds (timestamps since the run started, or durations).
+pub type Nanos = u64;
+
+/// One microsecond in [`Nanos`].
+pub const MICROS: Nanos = 1_000;
+/// One millisecond in [`Nanos`].
+pub const MILLIS: Nanos = 1_000_000;
+/// One second in [`Nanos`].
+pub const SECONDS: Nanos = 1_000_000_000;
+
+/// A link or port rate in bits per second.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BitRate(pub u64);
+
+impl BitRate {
+    /// `n` Gbit/s.
+    pub const fn gbps(n: u64) -> Self {
+        BitRate(n * 1_000_000_000)
+    }
+    /// `n` Mbit/s.
+    pub const fn mbps(n: u64) -> Self {
+        BitRate(n * 1_000_000)
+    }
+    /// Bits per second.
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+    /// Time to serialize `bits` at this rate, rounded up to the next ns
+    /// (so a port never exceeds its rate). A zero rate never finishes.
+    pub fn serialization_ns_bits(self, bits: u128) -> Nanos {
+        if self.0 == 0 {
+            return Nanos::MAX;
+        }
+        let num = bits * 1_000_000_000u128;
+        let rate = self.0 as u128;
+        num.div_ceil(rate).min(Nanos::MAX as u128) as Nanos
+    }
+    /// Time to serialize `bytes` at this rate, rounded up to the ns.
+    pub fn serialization_ns(self, bytes: usize) -> Nanos {
+        self.serialization_ns_bits(bytes as u128 * 8)
+    }
+    /// Bytes that this rate carries in `ns` (rounded down).
+    pub fn bytes_in(self, ns: Nanos) -> u64 {
+        ((self.0 as u128 * ns as u128) / 8_000_000_000u128) as u64
+    }
+}
+
+impl fmt::Display for BitRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b >= 1_000_000_000 && b % 1_000_000_000 == 0 {
+            write!(f, "{}Gbps", b / 1_000_000_000)
+        } else if b >= 1_000_000 && b % 1_000_000 == 0 {
+            write!(f, "{}Mbps", b / 1_000_000)
+        } else if b >= 1_000 && b % 1_000 == 0 {
+            write!(f, "{}Kbps", b / 1_000)
+        } else {
+            write!(f, "{b}bps")
+        }
+    }
+}
+
+/// Formats a duration in ns with a readable unit (`1.5us`, `3ms`).
+pub fn format_duration(ns: Nanos) -> String {
+    if ns >= SECONDS {
+        format!("{:.3}s", ns as f64 / SECONDS as f64)
+    } else if ns >= MILLIS {
+        format!("{:.3}ms", ns as f64 / MILLIS as f64)
+    } else if ns >= MICROS {
+        format!("{:.3}us", ns as f64 / MICROS as f64)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialization_of_1500_bytes_at_100g_is_120ns() {
+        assert_eq!(BitRate::gbps(100).serialization_ns(1500), 120);
+    }
+
+    #[test]
+    fn serialization_rounds_up() {
+        // 1 byte at 3 bit/s = 8/3 s -> rounded up.
+        assert_eq!(BitRate(3).serialization_ns(1), 2_666_666_667);
+        assert_eq!(BitRate::gbps(25).serialization_ns(1048), 336); // 335.36 -> 336
+    }
+}

@@ -1,0 +1,265 @@
+//! What a data-plane program is: declarations (registers, tables, hashes,
+//! packet generators, all with their stage) and the ingress/egress/CPU
+//! hooks the switch calls for every packet.
+//!
+//! A scheme implements [`Program`]. The switch runs its own L3 stage first
+//! (route lookup → the equal-cost group of egress ports for the destination)
+//! and passes the group to [`Program::ingress`], which picks an egress port
+//! and queue and may pause/resume queues, mirror, recirculate or punt to
+//! the CPU. Register state lives in the switch's [`RegisterFile`] so the
+//! access rules of the hardware are enforced on every access.
+
+use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
+use super::resources::{Gress, HashDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
+use crate::ids::{PortId, QueueId};
+use crate::time::Nanos;
+use crate::wire::frame::FrameInfo;
+use bytes::BytesMut;
+use rand_chacha::ChaCha8Rng;
+
+/// The program's declaration builder, filled by [`Program::declare`].
+#[derive(Debug, Default)]
+pub struct Declarations {
+    pub(crate) usage: ResourceUsage,
+    pub(crate) generators: Vec<PacketGenerator>,
+}
+
+impl Declarations {
+    /// Declares a register array of `entries` x `width_bits` in `stage`.
+    pub fn register(&mut self, name: &str, gress: Gress, stage: u8, entries: u32, width_bits: u32) -> RegisterId {
+        self.usage.registers.push(RegisterDecl { name: name.into(), gress, stage, entries, width_bits });
+        RegisterId((self.usage.registers.len() - 1) as u16)
+    }
+    /// Declares a match table.
+    pub fn table(&mut self, name: &str, gress: Gress, stage: u8, kind: TableKind, entries: u32, key_bits: u32, action_bits: u32) {
+        self.usage.tables.push(TableDecl { name: name.into(), gress, stage, kind, entries, key_bits, action_bits });
+    }
+    /// Declares a hash computation.
+    pub fn hash(&mut self, name: &str, gress: Gress, stage: u8, bits: u32) {
+        self.usage.hashes.push(HashDecl { name: name.into(), gress, stage, bits });
+    }
+    /// Declares metadata bits the program adds to the PHV.
+    pub fn metadata_bits(&mut self, bits: u32) {
+        self.usage.metadata_bits += bits;
+    }
+    /// Declares a packet generator (the hardware's replacement for timers).
+    pub fn packet_generator(&mut self, g: PacketGenerator) {
+        self.generators.push(g);
+    }
+    /// What has been declared so far.
+    pub fn usage(&self) -> &ResourceUsage {
+        &self.usage
+    }
+}
+
+/// A periodic packet generator: every `period_ns` a frame of `frame_len`
+/// bytes (filled with `id` in its first byte) enters ingress with
+/// [`PacketSource::Generator`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketGenerator {
+    /// Generator id passed to the program.
+    pub id: u8,
+    /// Period.
+    pub period_ns: Nanos,
+    /// Frame length.
+    pub frame_len: u16,
+}
+
+/// Where a packet entering ingress comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketSource {
+    /// A front-panel port.
+    Port(PortId),
+    /// The recirculation port, after `pass` previous passes.
+    Recirculated {
+        /// Port the packet originally arrived on.
+        original: PortId,
+        /// Number of passes so far (1 = first recirculation).
+        pass: u8,
+    },
+    /// The packet generator.
+    Generator(u8),
+    /// The switch CPU.
+    Cpu,
+}
+
+/// A mirror request: a copy, truncated to `truncate` bytes if set, to
+/// `port` (or the CPU) in `queue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MirrorRequest {
+    /// Destination (`None` = CPU port).
+    pub port: Option<PortId>,
+    /// Queue at the destination.
+    pub queue: QueueId,
+    /// Truncate the copy to this many bytes.
+    pub truncate: Option<u16>,
+}
+
+/// A Tofino2 advanced-flow-control message (pause with credit 1, resume with 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFlowControl {
+    /// Egress port.
+    pub port: PortId,
+    /// Queue.
+    pub queue: QueueId,
+    /// `true` pauses, `false` resumes.
+    pub pause: bool,
+}
+
+/// The ingress pipeline's decisions for one packet.
+#[derive(Debug, Clone, Default)]
+pub struct IngressDecision {
+    /// Egress port (`None` with no other action = drop).
+    pub egress_port: Option<PortId>,
+    /// Queue at the egress port (default: by traffic class).
+    pub queue: Option<QueueId>,
+    /// Drop the packet.
+    pub drop: bool,
+    /// Send the packet around the recirculation port instead of egress.
+    pub recirculate: bool,
+    /// Punt the packet to the CPU.
+    pub to_cpu: bool,
+    /// Mirror a copy.
+    pub mirror: Option<MirrorRequest>,
+    /// Queue pause/resume messages to apply.
+    pub flow_control: Vec<QueueFlowControl>,
+}
+
+/// Read-only view of queue depths (egress: exact; ingress: a snapshot).
+pub trait QueueDepths {
+    /// Queue depth in bytes.
+    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64;
+    /// Total port depth in bytes.
+    fn port_bytes(&self, port: PortId) -> u64;
+}
+
+/// Everything a program sees and decides in one ingress pass.
+pub struct IngressCx<'a> {
+    /// Ingress timestamp.
+    pub now: Nanos,
+    /// The frame (real wire bytes; the program may rewrite header fields).
+    pub frame: &'a mut BytesMut,
+    /// Parsed header offsets and fields.
+    pub info: &'a FrameInfo,
+    /// Where the packet comes from.
+    pub source: PacketSource,
+    /// Equal-cost egress ports for the destination (static group; check
+    /// `port_up`). Empty if there is no route.
+    pub group: &'a [PortId],
+    /// Link status per port.
+    pub port_up: &'a [bool],
+    /// Ingress-visible queue depths (ghost-thread snapshot).
+    pub depths: &'a dyn QueueDepths,
+    /// The node's seeded RNG.
+    pub rng: &'a mut ChaCha8Rng,
+    /// Per-switch hash seed (so switches hash differently).
+    pub hash_seed: u32,
+    /// The decisions.
+    pub decision: IngressDecision,
+    pub(crate) regs: &'a mut RegisterFile,
+    pub(crate) pass: PassState,
+}
+
+impl IngressCx<'_> {
+    /// One stateful-ALU access to `reg[index]` (see [`RegisterFile::access`]).
+    #[inline]
+    pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
+        self.regs.access(&mut self.pass, reg, index, f)
+    }
+    /// Chooses the egress port.
+    pub fn forward(&mut self, port: PortId) {
+        self.decision.egress_port = Some(port);
+    }
+    /// Pauses a queue (advanced flow control).
+    pub fn pause_queue(&mut self, port: PortId, queue: QueueId) {
+        self.decision.flow_control.push(QueueFlowControl { port, queue, pause: true });
+    }
+    /// Resumes a queue.
+    pub fn resume_queue(&mut self, port: PortId, queue: QueueId) {
+        self.decision.flow_control.push(QueueFlowControl { port, queue, pause: false });
+    }
+}
+
+/// Everything a program sees in one egress pass.
+pub struct EgressCx<'a> {
+    /// Dequeue timestamp.
+    pub now: Nanos,
+    /// The frame.
+    pub frame: &'a mut BytesMut,
+    /// Egress port.
+    pub port: PortId,
+    /// Queue it left.
+    pub queue: QueueId,
+    /// Enqueue timestamp.
+    pub enq_ts: Nanos,
+    /// Queue depth (bytes) at enqueue.
+    pub enq_depth: u64,
+    /// Queue depth (bytes) at dequeue, including this packet.
+    pub deq_depth: u64,
+    /// Exact queue depths.
+    pub depths: &'a dyn QueueDepths,
+    /// Drop the packet instead of sending it.
+    pub drop: bool,
+    /// Queue pause/resume messages.
+    pub flow_control: Vec<QueueFlowControl>,
+    pub(crate) regs: &'a mut RegisterFile,
+    pub(crate) pass: PassState,
+}
+
+impl EgressCx<'_> {
+    /// One stateful-ALU access in the egress pipeline.
+    #[inline]
+    pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
+        self.regs.access(&mut self.pass, reg, index, f)
+    }
+}
+
+/// What the switch CPU (control plane) may do in response to a punted packet.
+pub struct CpuCx<'a> {
+    /// Time the CPU handles the packet.
+    pub now: Nanos,
+    /// Register writes to apply after the control-plane latency.
+    pub register_writes: Vec<(RegisterId, u32, u64)>,
+    /// Frames the CPU sends out of ports.
+    pub send: Vec<(PortId, BytesMut)>,
+    /// Read access to registers (control-plane reads).
+    pub regs: &'a RegisterFile,
+}
+
+/// A data-plane program (a load-balancing scheme).
+///
+/// Call order: [`declare`](Program::declare) once at load; then per packet
+/// [`ingress`](Program::ingress), and at dequeue [`egress`](Program::egress);
+/// [`cpu_receive`](Program::cpu_receive) for punted packets.
+pub trait Program: Send {
+    /// Scheme name.
+    fn name(&self) -> &'static str;
+    /// Declares registers, tables, hashes and generators.
+    fn declare(&mut self, d: &mut Declarations);
+    /// The ingress pipeline.
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError>;
+    /// The egress pipeline.
+    fn egress(&mut self, _cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {
+        Ok(())
+    }
+    /// The switch CPU's handler of punted packets.
+    fn cpu_receive(&mut self, _cx: &mut CpuCx<'_>, _frame: &[u8]) {}
+    /// Scheme counters for `summary.json` and metrics (name, value).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// Declares `p` on a fresh builder and returns the declarations.
+pub fn declarations_of(p: &mut dyn Program) -> Declarations {
+    let mut d = Declarations::default();
+    p.declare(&mut d);
+    d
+}
+
+/// The switch's own L3 tables, declared next to every program (stage 0–1).
+pub fn declare_l3_tables(d: &mut Declarations, routes: u32) {
+    d.table("ipv4_lpm", Gress::Ingress, 0, TableKind::Lpm, routes.max(512), 32, 16);
+    d.table("nexthop_group", Gress::Ingress, 1, TableKind::Exact, 1024, 16, 64);
+    d.table("port_mac_rewrite", Gress::Egress, 0, TableKind::Exact, 512, 9, 96);
+}

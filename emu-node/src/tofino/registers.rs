@@ -1,0 +1,211 @@
+//! Register arrays at run time, with the hardware's access rules enforced.
+//!
+//! Invariants checked on every access (DESIGN §4):
+//! - a register array is read-modify-written at most **once per packet per
+//!   pass** (one SALU, one access);
+//! - accesses follow stage order within a pass: once a stage `k` register
+//!   was used, a register of stage `j < k` cannot be (to go back, the
+//!   program must recirculate);
+//! - the index is inside the array.
+//! Violations are [`ProgramError`]s: tests fail on them, the switch counts
+//! them (`program_errors`) and drops the packet.
+
+use super::resources::{Gress, RegisterDecl};
+use serde::Serialize;
+
+/// Handle of a declared register array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct RegisterId(pub u16);
+
+/// A violation of the pipeline's rules by a program.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    /// A second access to one register array in one pass.
+    #[error("register `{register}` (stage {stage}) accessed twice in one pass")]
+    DoubleAccess {
+        /// Register name.
+        register: String,
+        /// Its stage.
+        stage: u8,
+    },
+    /// An access to an earlier stage after a later one.
+    #[error("register `{register}` lives in stage {stage} but the pass is already at stage {current}")]
+    StageOrder {
+        /// Register name.
+        register: String,
+        /// Its stage.
+        stage: u8,
+        /// The stage already reached.
+        current: u8,
+    },
+    /// A register of the other pipeline.
+    #[error("register `{register}` belongs to the {owner} pipeline, accessed from {from}")]
+    WrongGress {
+        /// Register name.
+        register: String,
+        /// Its pipeline.
+        owner: Gress,
+        /// The accessing pipeline.
+        from: Gress,
+    },
+    /// Index outside the array.
+    #[error("register `{register}` index {index} outside 0..{entries}")]
+    IndexOutOfRange {
+        /// Register name.
+        register: String,
+        /// Index.
+        index: u32,
+        /// Size.
+        entries: u32,
+    },
+    /// An unknown register handle.
+    #[error("unknown register id {0}")]
+    UnknownRegister(u16),
+}
+
+struct Array {
+    decl: RegisterDecl,
+    mask: u64,
+    data: Vec<u64>,
+    /// Pass serial of the last access.
+    last_pass: u64,
+}
+
+/// All register arrays of a loaded program.
+pub struct RegisterFile {
+    arrays: Vec<Array>,
+}
+
+/// The state of one pass through one pipeline (what a packet carries).
+#[derive(Debug, Clone, Copy)]
+pub struct PassState {
+    serial: u64,
+    gress: Gress,
+    stage: u8,
+}
+
+impl RegisterFile {
+    /// Allocates the declared arrays (zeroed).
+    pub fn new(decls: &[RegisterDecl]) -> Self {
+        RegisterFile {
+            arrays: decls
+                .iter()
+                .map(|d| Array {
+                    decl: d.clone(),
+                    mask: if d.width_bits >= 64 { u64::MAX } else { (1u64 << d.width_bits) - 1 },
+                    data: vec![0; d.entries as usize],
+                    last_pass: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Executes one SALU access: `f` gets the old value and returns the new
+    /// value and the result. Checks the access rules for `pass`.
+    #[inline]
+    pub fn access<R>(
+        &mut self,
+        pass: &mut PassState,
+        id: RegisterId,
+        index: u32,
+        f: impl FnOnce(u64) -> (u64, R),
+    ) -> Result<R, ProgramError> {
+        let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
+        if a.decl.gress != pass.gress {
+            return Err(ProgramError::WrongGress { register: a.decl.name.clone(), owner: a.decl.gress, from: pass.gress });
+        }
+        if a.last_pass == pass.serial {
+            return Err(ProgramError::DoubleAccess { register: a.decl.name.clone(), stage: a.decl.stage });
+        }
+        if a.decl.stage < pass.stage {
+            return Err(ProgramError::StageOrder { register: a.decl.name.clone(), stage: a.decl.stage, current: pass.stage });
+        }
+        let entries = a.data.len() as u32;
+        let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
+            register: a.decl.name.clone(),
+            index,
+            entries,
+        })?;
+        a.last_pass = pass.serial;
+        pass.stage = a.decl.stage;
+        let (new, r) = f(*slot);
+        *slot = new & a.mask;
+        Ok(r)
+    }
+
+    /// Control-plane write (no pass rules; the CPU writes through the driver).
+    pub fn cpu_write(&mut self, id: RegisterId, index: u32, value: u64) -> Result<(), ProgramError> {
+        let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
+        let entries = a.data.len() as u32;
+        let mask = a.mask;
+        let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
+            register: a.decl.name.clone(),
+            index,
+            entries,
+        })?;
+        *slot = value & mask;
+        Ok(())
+    }
+
+    /// Control-plane read.
+    pub fn cpu_read(&self, id: RegisterId, index: u32) -> Option<u64> {
+        self.arrays.get(id.0 as usize)?.data.get(index as usize).copied()
+    }
+}
+
+impl PassState {
+    /// A new pass with a unique serial (serials start at 1).
+    pub fn new(serial: u64, gress: Gress) -> Self {
+        PassState { serial, gress, stage: 0 }
+    }
+    /// The stage the pass has reached.
+    pub fn stage(&self) -> u8 {
+        self.stage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> RegisterFile {
+        RegisterFile::new(&[
+            RegisterDecl { name: "a".into(), gress: Gress::Ingress, stage: 1, entries: 8, width_bits: 32 },
+            RegisterDecl { name: "b".into(), gress: Gress::Ingress, stage: 3, entries: 8, width_bits: 64 },
+            RegisterDecl { name: "e".into(), gress: Gress::Egress, stage: 0, entries: 8, width_bits: 16 },
+        ])
+    }
+
+    #[test]
+    fn double_access_in_one_pass_is_caught() {
+        let mut f = file();
+        let mut p = PassState::new(1, Gress::Ingress);
+        f.access(&mut p, RegisterId(0), 0, |v| (v + 1, ())).unwrap();
+        let e = f.access(&mut p, RegisterId(0), 1, |v| (v, ())).unwrap_err();
+        assert_eq!(e, ProgramError::DoubleAccess { register: "a".into(), stage: 1 });
+        // The next pass may access it again.
+        let mut p2 = PassState::new(2, Gress::Ingress);
+        assert_eq!(f.access(&mut p2, RegisterId(0), 0, |v| (v, v)).unwrap(), 1);
+    }
+
+    #[test]
+    fn stage_order_and_gress_are_enforced() {
+        let mut f = file();
+        let mut p = PassState::new(1, Gress::Ingress);
+        f.access(&mut p, RegisterId(1), 0, |v| (v, ())).unwrap();
+        assert!(matches!(f.access(&mut p, RegisterId(0), 0, |v| (v, ())), Err(ProgramError::StageOrder { stage: 1, current: 3, .. })));
+        assert!(matches!(f.access(&mut p, RegisterId(2), 0, |v| (v, ())), Err(ProgramError::WrongGress { .. })));
+        assert!(matches!(
+            f.access(&mut PassState::new(2, Gress::Ingress), RegisterId(0), 8, |v| (v, ())),
+            Err(ProgramError::IndexOutOfRange { index: 8, entries: 8, .. })
+        ));
+    }
+
+    #[test]
+    fn values_are_truncated_to_width() {
+        let mut f = file();
+        let mut p = PassState::new(1, Gress::Egress);
+        f.access(&mut p, RegisterId(2), 0, |_| (0x1_2345, ())).unwrap();
+        assert_eq!(f.cpu_read(RegisterId(2), 0), Some(0x2345));
+    }
+}

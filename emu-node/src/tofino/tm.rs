@@ -1,0 +1,783 @@
+//! The traffic manager: per-port queues, the shared buffer, the scheduler,
+//! ECN marking and PFC accounting (DESIGN §4, "Traffic manager").
+//!
+//! Invariants:
+//! - every queued packet's cells are counted once in the shared buffer, in
+//!   its queue, and (if it came from a front-panel port) in the ingress
+//!   port/priority counter used for PFC; dequeue and drop release all three;
+//! - strict priority between priority levels (7 highest), deficit weighted
+//!   round robin between queues of one level;
+//! - a queue paused by the pipeline (Tofino2 advanced flow control) still
+//!   releases `pause_leak_packets` packets, then nothing until resumed;
+//! - a queue whose PFC class was paused by a received pause frame is not
+//!   served until the pause expires or is cancelled;
+//! - lossless classes (PFC enabled) are never dropped by the egress dynamic
+//!   threshold, only when the whole buffer is full (counted separately);
+//! - ECN (RED: Kmin, Kmax, Pmax) is decided at dequeue on the queue depth
+//!   including the departing packet.
+//!
+//! No I/O, no clock: `now` is passed in; randomness comes from the caller's RNG.
+
+use crate::ids::{PortId, QueueId};
+use crate::time::Nanos;
+use bytes::BytesMut;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// RED-style ECN marking profile of a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RedConfig {
+    /// Below this depth (bytes) nothing is marked.
+    pub kmin_bytes: u64,
+    /// At or above this depth every ECT packet is marked.
+    pub kmax_bytes: u64,
+    /// Marking probability reached at Kmax.
+    pub pmax: f64,
+}
+
+impl RedConfig {
+    /// DCQCN defaults of the ConWeave setup at 100 Gbit/s: 100 KB, 400 KB, 0.2.
+    pub fn dcqcn_100g() -> Self {
+        RedConfig { kmin_bytes: 100_000, kmax_bytes: 400_000, pmax: 0.2 }
+    }
+    /// Marking probability at `depth` bytes.
+    pub fn probability(&self, depth: u64) -> f64 {
+        if depth <= self.kmin_bytes {
+            0.0
+        } else if depth >= self.kmax_bytes {
+            1.0
+        } else {
+            self.pmax * (depth - self.kmin_bytes) as f64 / (self.kmax_bytes - self.kmin_bytes) as f64
+        }
+    }
+}
+
+/// Configuration of one queue of every port.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct QueueConfig {
+    /// Strict priority level, 0 (lowest) to 7 (highest).
+    pub priority: u8,
+    /// DWRR weight within the level.
+    pub weight: u32,
+    /// ECN marking, if any.
+    pub ecn: Option<RedConfig>,
+    /// 802.1Qbb priority class of the queue.
+    pub pfc_class: u8,
+}
+
+/// PFC (802.1Qbb) configuration of a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PfcConfig {
+    /// Bit i: class i is lossless.
+    pub classes: u8,
+    /// XOFF when an ingress port/class holds more than `alpha_in` x free
+    /// shared buffer (dynamic threshold).
+    pub alpha_in: f64,
+    /// Resume hysteresis: XON below XOFF threshold minus this many bytes.
+    pub xon_delta_bytes: u64,
+    /// Pause time carried by each pause frame, in quanta (512 bit times).
+    pub pause_quanta: u16,
+}
+
+impl Default for PfcConfig {
+    fn default() -> Self {
+        // 8.1: alpha_in = 1/16; pause ~5 us at 100G (977 quanta x 5.12 ns).
+        PfcConfig { classes: 0xff, alpha_in: 1.0 / 16.0, xon_delta_bytes: 2 * 1500, pause_quanta: 977 }
+    }
+}
+
+/// Configuration of the traffic manager.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TmConfig {
+    /// Queues per port (1..=128).
+    pub queues_per_port: u8,
+    /// Shared buffer in bytes.
+    pub buffer_bytes: u64,
+    /// Bytes per buffer cell.
+    pub cell_bytes: u32,
+    /// Egress dynamic threshold: a queue may hold `alpha` x free buffer.
+    pub egress_alpha: f64,
+    /// Per-queue configuration (index = queue id).
+    pub queues: Vec<QueueConfig>,
+    /// PFC, if enabled.
+    pub pfc: Option<PfcConfig>,
+    /// Packets that still leave a queue after the pipeline paused it.
+    pub pause_leak_packets: u32,
+    /// Bytes of DWRR quantum per unit of weight.
+    pub dwrr_quantum_bytes: u32,
+}
+
+impl TmConfig {
+    /// Queue used for control traffic (ACK/NAK/CNP/PFC/scheme control): the last one.
+    pub fn control_queue(&self) -> QueueId {
+        QueueId(self.queues_per_port - 1)
+    }
+    /// Default layout: queue q < 8 carries traffic class q (PFC class q),
+    /// queues 0..n-1 at priority 0 with weight 1 (DWRR), the last queue is the
+    /// control queue at priority 7 without ECN; data queues mark with `ecn`.
+    pub fn standard(queues_per_port: u8, buffer_bytes: u64, cell_bytes: u32, ecn: Option<RedConfig>) -> Self {
+        let n = queues_per_port.clamp(2, 128);
+        let queues = (0..n)
+            .map(|q| {
+                if q == n - 1 {
+                    QueueConfig { priority: 7, weight: 1, ecn: None, pfc_class: 7 }
+                } else {
+                    QueueConfig { priority: 0, weight: 1, ecn, pfc_class: q.min(6) }
+                }
+            })
+            .collect();
+        TmConfig {
+            queues_per_port: n,
+            buffer_bytes,
+            cell_bytes: cell_bytes.max(1),
+            egress_alpha: 1.0,
+            queues,
+            pfc: None,
+            pause_leak_packets: 2,
+            dwrr_quantum_bytes: 1536,
+        }
+    }
+}
+
+/// A packet in a queue, with the intrinsic metadata the TM keeps.
+#[derive(Debug)]
+pub struct QueuedPacket {
+    /// The frame.
+    pub frame: BytesMut,
+    /// Port it came in on (`None` for generated/recirculated/CPU packets).
+    pub ingress_port: Option<PortId>,
+    /// PFC class used for ingress accounting.
+    pub pfc_class: u8,
+    /// Enqueue time.
+    pub enq_ts: Nanos,
+    /// Queue depth (bytes) at enqueue, before this packet.
+    pub enq_depth: u64,
+    /// Buffer cells held.
+    cells: u32,
+}
+
+/// Why a packet was not enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum DropReason {
+    /// The queue is over its dynamic share.
+    DynamicThreshold,
+    /// The shared buffer is full.
+    BufferFull,
+}
+
+/// Per-queue counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Packets enqueued.
+    pub enq_packets: u64,
+    /// Packets transmitted.
+    pub tx_packets: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Drops by the dynamic threshold.
+    pub drops_threshold: u64,
+    /// Drops because the buffer was full.
+    pub drops_buffer_full: u64,
+    /// Packets marked CE.
+    pub ecn_marks: u64,
+    /// Largest depth seen, bytes.
+    pub max_depth_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Queue {
+    pkts: VecDeque<QueuedPacket>,
+    bytes: u64,
+    cells: u64,
+    deficit: i64,
+    paused: bool,
+    leak: u32,
+    stats: QueueStats,
+}
+
+#[derive(Debug)]
+struct PortState {
+    queues: Vec<Queue>,
+    nonempty: u128,
+    /// Queues paused by the pipeline with no leak left.
+    held: u128,
+    /// Per PFC class: paused by a received pause frame until this time.
+    pfc_paused_until: [Nanos; 8],
+    rr: [u8; 8],
+    bytes: u64,
+}
+
+/// A PFC transition the switch must announce upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcTransition {
+    /// Ingress port to send the frame out of.
+    pub port: PortId,
+    /// Priority class.
+    pub class: u8,
+    /// `true` = XOFF (pause), `false` = XON (resume).
+    pub pause: bool,
+}
+
+/// A dequeued packet and whether RED selected it for CE marking.
+#[derive(Debug)]
+pub struct Dequeued {
+    /// The packet.
+    pub pkt: QueuedPacket,
+    /// Queue it left.
+    pub queue: QueueId,
+    /// RED decided to mark (the switch marks only ECT packets).
+    pub mark_ce: bool,
+    /// Queue depth in bytes when it left (including itself).
+    pub deq_depth: u64,
+}
+
+/// The traffic manager of one switch.
+#[derive(Debug)]
+pub struct TrafficManager {
+    cfg: TmConfig,
+    ports: Vec<PortState>,
+    level_mask: [u128; 8],
+    class_mask: [u128; 8],
+    total_cells: u64,
+    used_cells: u64,
+    ingress_cells: Vec<[u64; 8]>,
+    xoff: Vec<u8>,
+    max_used_cells: u64,
+}
+
+impl TrafficManager {
+    /// A traffic manager for `ports` ports.
+    pub fn new(cfg: TmConfig, ports: usize) -> Self {
+        let n = cfg.queues_per_port as usize;
+        let mut level_mask = [0u128; 8];
+        let mut class_mask = [0u128; 8];
+        for (q, qc) in cfg.queues.iter().enumerate().take(n) {
+            level_mask[(qc.priority & 7) as usize] |= 1u128 << q;
+            class_mask[(qc.pfc_class & 7) as usize] |= 1u128 << q;
+        }
+        let total_cells = cfg.buffer_bytes / cfg.cell_bytes as u64;
+        TrafficManager {
+            ports: (0..ports)
+                .map(|_| PortState {
+                    queues: (0..n)
+                        .map(|_| Queue {
+                            pkts: VecDeque::new(),
+                            bytes: 0,
+                            cells: 0,
+                            deficit: 0,
+                            paused: false,
+                            leak: 0,
+                            stats: QueueStats::default(),
+                        })
+                        .collect(),
+                    nonempty: 0,
+                    held: 0,
+                    pfc_paused_until: [0; 8],
+                    rr: [0; 8],
+                    bytes: 0,
+                })
+                .collect(),
+            level_mask,
+            class_mask,
+            total_cells,
+            used_cells: 0,
+            ingress_cells: vec![[0; 8]; ports],
+            xoff: vec![0; ports],
+            max_used_cells: 0,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TmConfig {
+        &self.cfg
+    }
+
+    fn cells_of(&self, len: usize) -> u32 {
+        (len as u64).div_ceil(self.cfg.cell_bytes as u64) as u32
+    }
+
+    fn is_lossless(&self, class: u8) -> bool {
+        self.cfg.pfc.is_some_and(|p| p.classes & (1 << (class & 7)) != 0)
+    }
+
+    fn xoff_threshold_cells(&self) -> u64 {
+        match self.cfg.pfc {
+            Some(p) => ((self.total_cells - self.used_cells.min(self.total_cells)) as f64 * p.alpha_in) as u64,
+            None => u64::MAX,
+        }
+    }
+
+    /// Admits `frame` to `queue` of `port`. On success PFC transitions (XOFF)
+    /// may be appended to `pfc`. `queue` is clamped to the port's queues.
+    pub fn enqueue(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        queue: QueueId,
+        frame: BytesMut,
+        ingress_port: Option<PortId>,
+        pfc: &mut Vec<PfcTransition>,
+    ) -> Result<(), (DropReason, BytesMut)> {
+        let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
+        let class = self.cfg.queues[qi].pfc_class;
+        let cells = self.cells_of(frame.len());
+        let lossless = self.is_lossless(class);
+        let free = self.total_cells.saturating_sub(self.used_cells);
+        let p = &mut self.ports[port.index()];
+        let q = &mut p.queues[qi];
+        if cells as u64 > free {
+            q.stats.drops_buffer_full += 1;
+            return Err((DropReason::BufferFull, frame));
+        }
+        if !lossless && (q.cells + cells as u64) as f64 > self.cfg.egress_alpha * free as f64 {
+            q.stats.drops_threshold += 1;
+            return Err((DropReason::DynamicThreshold, frame));
+        }
+        let enq_depth = q.bytes;
+        q.bytes += frame.len() as u64;
+        q.cells += cells as u64;
+        q.stats.enq_packets += 1;
+        q.stats.max_depth_bytes = q.stats.max_depth_bytes.max(q.bytes);
+        p.bytes += frame.len() as u64;
+        p.nonempty |= 1u128 << qi;
+        q.pkts.push_back(QueuedPacket { frame, ingress_port, pfc_class: class, enq_ts: now, enq_depth, cells });
+        self.used_cells += cells as u64;
+        self.max_used_cells = self.max_used_cells.max(self.used_cells);
+        if let Some(ip) = ingress_port {
+            let c = &mut self.ingress_cells[ip.index()][class as usize];
+            *c += cells as u64;
+            let held = *c;
+            if lossless && self.xoff[ip.index()] & (1 << class) == 0 && held > self.xoff_threshold_cells() {
+                self.xoff[ip.index()] |= 1 << class;
+                pfc.push(PfcTransition { port: ip, class, pause: true });
+            }
+        }
+        Ok(())
+    }
+
+    /// Picks the next packet of `port` by strict priority + DWRR, honouring
+    /// pipeline pauses and received PFC pauses. XON transitions may be
+    /// appended to `pfc`.
+    pub fn dequeue(&mut self, now: Nanos, port: PortId, rng: &mut impl Rng, pfc: &mut Vec<PfcTransition>) -> Option<Dequeued> {
+        let p = &mut self.ports[port.index()];
+        let mut eligible = p.nonempty & !p.held;
+        if eligible == 0 {
+            return None;
+        }
+        for c in 0..8 {
+            if p.pfc_paused_until[c] > now {
+                eligible &= !self.class_mask[c];
+            }
+        }
+        if eligible == 0 {
+            return None;
+        }
+        let mut chosen = None;
+        for level in (0..8).rev() {
+            let m = eligible & self.level_mask[level];
+            if m == 0 {
+                continue;
+            }
+            if m.count_ones() == 1 {
+                chosen = Some(m.trailing_zeros() as usize);
+                break;
+            }
+            // DWRR among the queues of this level.
+            let n = self.cfg.queues_per_port as u32;
+            let mut at = p.rr[level] as u32 % n;
+            loop {
+                let hi = m & (u128::MAX << at);
+                let q = if hi != 0 { hi.trailing_zeros() } else { m.trailing_zeros() };
+                let qi = q as usize;
+                let head = p.queues[qi].pkts.front().map(|h| h.frame.len() as i64).unwrap_or(0);
+                if p.queues[qi].deficit >= head {
+                    p.queues[qi].deficit -= head;
+                    p.rr[level] = q as u8;
+                    chosen = Some(qi);
+                    break;
+                }
+                p.queues[qi].deficit += (self.cfg.queues[qi].weight.max(1) * self.cfg.dwrr_quantum_bytes) as i64;
+                at = (q + 1) % n;
+            }
+            break;
+        }
+        let qi = chosen?;
+        let q = &mut p.queues[qi];
+        let deq_depth = q.bytes;
+        let pkt = q.pkts.pop_front()?;
+        let len = pkt.frame.len() as u64;
+        q.bytes -= len;
+        q.cells -= pkt.cells as u64;
+        q.stats.tx_packets += 1;
+        q.stats.tx_bytes += len;
+        p.bytes -= len;
+        if q.pkts.is_empty() {
+            p.nonempty &= !(1u128 << qi);
+            q.deficit = 0;
+            let lvl = (self.cfg.queues[qi].priority & 7) as usize;
+            p.rr[lvl] = ((qi + 1) % self.cfg.queues_per_port as usize) as u8;
+        }
+        if q.paused {
+            q.leak = q.leak.saturating_sub(1);
+            if q.leak == 0 {
+                p.held |= 1u128 << qi;
+            }
+        }
+        let mark_ce = match self.cfg.queues[qi].ecn {
+            Some(red) => {
+                let pr = red.probability(deq_depth);
+                pr >= 1.0 || (pr > 0.0 && rng.random::<f64>() < pr)
+            }
+            None => false,
+        };
+        self.release(&pkt, pfc);
+        Some(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth })
+    }
+
+    /// Whether `port` has packets it could send now.
+    pub fn has_eligible(&self, now: Nanos, port: PortId) -> bool {
+        let p = &self.ports[port.index()];
+        let mut e = p.nonempty & !p.held;
+        for c in 0..8 {
+            if p.pfc_paused_until[c] > now {
+                e &= !self.class_mask[c];
+            }
+        }
+        e != 0
+    }
+
+    /// Earliest time a received PFC pause on `port` ends while packets wait behind it.
+    pub fn pfc_wakeup(&self, now: Nanos, port: PortId) -> Option<Nanos> {
+        let p = &self.ports[port.index()];
+        let waiting = p.nonempty & !p.held;
+        (0..8)
+            .filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0)
+            .map(|c| p.pfc_paused_until[c])
+            .min()
+    }
+
+    /// Applies a received pause (`until` > now) or resume (`until` = 0) for `class` on `port`.
+    pub fn pfc_receive(&mut self, port: PortId, class: u8, until: Nanos) {
+        self.ports[port.index()].pfc_paused_until[(class & 7) as usize] = until;
+    }
+
+    /// Whether `class` on egress `port` is paused by a received PFC frame.
+    pub fn pfc_paused(&self, now: Nanos, port: PortId, class: u8) -> bool {
+        self.ports[port.index()].pfc_paused_until[(class & 7) as usize] > now
+    }
+
+    /// Whether XOFF is currently asserted for `class` toward ingress `port`.
+    pub fn xoff_asserted(&self, port: PortId, class: u8) -> bool {
+        self.xoff[port.index()] & (1 << (class & 7)) != 0
+    }
+
+    /// Pauses a queue from the data plane (advanced flow control, credit 1).
+    pub fn pause_queue(&mut self, port: PortId, queue: QueueId) {
+        let leak = self.cfg.pause_leak_packets;
+        if let Some(p) = self.ports.get_mut(port.index()) {
+            if let Some(q) = p.queues.get_mut(queue.0 as usize) {
+                if !q.paused {
+                    q.paused = true;
+                    q.leak = leak;
+                    if leak == 0 {
+                        p.held |= 1u128 << queue.0;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resumes a queue from the data plane (credit 0).
+    pub fn resume_queue(&mut self, port: PortId, queue: QueueId) {
+        if let Some(p) = self.ports.get_mut(port.index()) {
+            if let Some(q) = p.queues.get_mut(queue.0 as usize) {
+                q.paused = false;
+                q.leak = 0;
+                p.held &= !(1u128 << queue.0);
+            }
+        }
+    }
+
+    /// Whether the pipeline paused `queue` of `port`.
+    pub fn is_paused(&self, port: PortId, queue: QueueId) -> bool {
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).is_some_and(|q| q.paused)
+    }
+
+    /// Depth of one queue in bytes.
+    pub fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.bytes)
+    }
+
+    /// Depth of one queue in cells (what the hardware reports).
+    pub fn queue_cells(&self, port: PortId, queue: QueueId) -> u64 {
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.cells)
+    }
+
+    /// Total bytes queued at a port.
+    pub fn port_bytes(&self, port: PortId) -> u64 {
+        self.ports.get(port.index()).map_or(0, |p| p.bytes)
+    }
+
+    /// Packets queued in one queue.
+    pub fn queue_len(&self, port: PortId, queue: QueueId) -> usize {
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.pkts.len())
+    }
+
+    /// Counters of one queue.
+    pub fn queue_stats(&self, port: PortId, queue: QueueId) -> QueueStats {
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or_else(QueueStats::default, |q| q.stats)
+    }
+
+    /// Counts a CE mark on a queue (the switch marks only ECT packets).
+    pub fn count_mark(&mut self, port: PortId, queue: QueueId) {
+        if let Some(q) = self.ports.get_mut(port.index()).and_then(|p| p.queues.get_mut(queue.0 as usize)) {
+            q.stats.ecn_marks += 1;
+        }
+    }
+
+    /// Shared buffer cells in use.
+    pub fn used_cells(&self) -> u64 {
+        self.used_cells
+    }
+
+    /// Largest buffer use seen, bytes.
+    pub fn max_used_bytes(&self) -> u64 {
+        self.max_used_cells * self.cfg.cell_bytes as u64
+    }
+
+    /// Buffer capacity in cells.
+    pub fn total_cells(&self) -> u64 {
+        self.total_cells
+    }
+
+    /// Number of ports.
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Drops every queued packet of a port (link down), returning how many.
+    pub fn flush_port(&mut self, port: PortId, pfc: &mut Vec<PfcTransition>) -> u64 {
+        let mut n = 0;
+        let nq = self.cfg.queues_per_port as usize;
+        for qi in 0..nq {
+            while let Some(pkt) = self.ports[port.index()].queues[qi].pkts.pop_front() {
+                let p = &mut self.ports[port.index()];
+                let q = &mut p.queues[qi];
+                let len = pkt.frame.len() as u64;
+                q.bytes -= len;
+                q.cells -= pkt.cells as u64;
+                q.stats.drops_buffer_full += 1;
+                p.bytes -= len;
+                self.release(&pkt, pfc);
+                n += 1;
+            }
+            let p = &mut self.ports[port.index()];
+            p.nonempty &= !(1u128 << qi);
+            p.queues[qi].deficit = 0;
+        }
+        n
+    }
+
+    fn release(&mut self, pkt: &QueuedPacket, pfc: &mut Vec<PfcTransition>) {
+        self.used_cells -= pkt.cells as u64;
+        if let Some(ip) = pkt.ingress_port {
+            let class = pkt.pfc_class;
+            let c = &mut self.ingress_cells[ip.index()][class as usize];
+            *c -= pkt.cells as u64;
+            let held = *c;
+            if self.xoff[ip.index()] & (1 << class) != 0 {
+                let delta = self.cfg.pfc.map(|p| p.xon_delta_bytes / self.cfg.cell_bytes as u64).unwrap_or(0);
+                if held + delta <= self.xoff_threshold_cells() || held == 0 {
+                    self.xoff[ip.index()] &= !(1 << class);
+                    pfc.push(PfcTransition { port: ip, class, pause: false });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    fn frame(len: usize) -> BytesMut {
+        BytesMut::zeroed(len)
+    }
+
+    fn tm(cfg: TmConfig) -> TrafficManager {
+        TrafficManager::new(cfg, 4)
+    }
+
+    #[test]
+    fn strict_priority_starves_lower_queues() {
+        let mut cfg = TmConfig::standard(8, 10_000_000, 80, None);
+        cfg.queues[1].priority = 3;
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        for _ in 0..100 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+            t.enqueue(0, PortId(0), QueueId(1), frame(1000), None, &mut pfc).unwrap();
+        }
+        for _ in 0..100 {
+            assert_eq!(t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap().queue, QueueId(1));
+        }
+        assert_eq!(t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap().queue, QueueId(0));
+    }
+
+    #[test]
+    fn dwrr_shares_follow_weights_within_one_percent() {
+        let mut cfg = TmConfig::standard(8, 100_000_000, 80, None);
+        cfg.queues[0].weight = 1;
+        cfg.queues[1].weight = 2;
+        cfg.queues[2].weight = 5;
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        let sizes = [1500usize, 700, 64];
+        for i in 0..12_000 {
+            for q in 0..3 {
+                t.enqueue(0, PortId(1), QueueId(q), frame(sizes[(i + q as usize) % 3]), None, &mut pfc).unwrap();
+            }
+        }
+        let mut bytes = [0u64; 3];
+        for _ in 0..10_000 {
+            let d = t.dequeue(0, PortId(1), &mut rng, &mut pfc).unwrap();
+            bytes[d.queue.0 as usize] += d.pkt.frame.len() as u64;
+        }
+        let total: u64 = bytes.iter().sum();
+        for (q, w) in [(0, 1.0), (1, 2.0), (2, 5.0)] {
+            let share = bytes[q] as f64 / total as f64;
+            let want = w / 8.0;
+            assert!((share - want).abs() / want < 0.01, "queue {q}: share {share:.4}, want {want:.4}");
+        }
+    }
+
+    #[test]
+    fn paused_queue_holds_in_order_and_releases_on_resume() {
+        let mut cfg = TmConfig::standard(8, 10_000_000, 80, None);
+        cfg.pause_leak_packets = 1;
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        for i in 0..5u8 {
+            let mut f = frame(100);
+            f[0] = i;
+            t.enqueue(0, PortId(0), QueueId(3), f, None, &mut pfc).unwrap();
+            t.enqueue(0, PortId(0), QueueId(0), frame(100), None, &mut pfc).unwrap();
+        }
+        t.pause_queue(PortId(0), QueueId(3));
+        let mut from3 = vec![];
+        let mut from0 = 0;
+        while let Some(d) = t.dequeue(0, PortId(0), &mut rng, &mut pfc) {
+            if d.queue == QueueId(3) {
+                from3.push(d.pkt.frame[0]);
+            } else {
+                from0 += 1;
+            }
+        }
+        assert_eq!(from0, 5, "other queues flow while one is paused");
+        assert_eq!(from3, vec![0], "exactly the configured leak of 1 packet leaves after the pause");
+        assert_eq!(t.queue_len(PortId(0), QueueId(3)), 4);
+        t.resume_queue(PortId(0), QueueId(3));
+        let rest: Vec<u8> = std::iter::from_fn(|| t.dequeue(0, PortId(0), &mut rng, &mut pfc)).map(|d| d.pkt.frame[0]).collect();
+        assert_eq!(rest, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn shared_buffer_overflow_tail_drops() {
+        let cfg = TmConfig::standard(8, 100 * 1000, 100, None);
+        let mut t = tm(cfg);
+        let mut pfc = vec![];
+        let mut ok = 0;
+        let mut dropped = 0;
+        for _ in 0..200 {
+            match t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc) {
+                Ok(()) => ok += 1,
+                Err((r, _)) => {
+                    assert_eq!(r, DropReason::DynamicThreshold);
+                    dropped += 1
+                }
+            }
+        }
+        // alpha = 1: one queue may take half the buffer.
+        assert_eq!(ok, 50);
+        assert_eq!(dropped, 150);
+        assert_eq!(t.queue_stats(PortId(0), QueueId(0)).drops_threshold, 150);
+        // A second queue gets alpha x remaining free.
+        let mut ok2 = 0;
+        while t.enqueue(0, PortId(1), QueueId(0), frame(1000), None, &mut pfc).is_ok() {
+            ok2 += 1;
+        }
+        assert_eq!(ok2, 25);
+    }
+
+    #[test]
+    fn ecn_marking_follows_the_red_line() {
+        let red = RedConfig { kmin_bytes: 10_000, kmax_bytes: 50_000, pmax: 0.5 };
+        let cfg = TmConfig::standard(8, 100_000_000, 80, Some(red));
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut pfc = vec![];
+        for depth_pkts in [5usize, 20, 30, 40, 60] {
+            while t.queue_len(PortId(0), QueueId(0)) < depth_pkts {
+                t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+            }
+            let n = 20_000;
+            let mut marks = 0;
+            for _ in 0..n {
+                let d = t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap();
+                marks += d.mark_ce as u32;
+                t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+            }
+            let got = marks as f64 / n as f64;
+            let want = red.probability(depth_pkts as u64 * 1000);
+            assert!((got - want).abs() < 0.015, "depth {depth_pkts} KB: marked {got:.3}, RED line {want:.3}");
+            while t.dequeue(0, PortId(0), &mut rng, &mut pfc).is_some() {}
+        }
+    }
+
+    #[test]
+    fn pfc_xoff_and_xon_per_ingress_port_and_class() {
+        let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
+        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100 });
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        let mut n = 0;
+        while pfc.is_empty() {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+            n += 1;
+        }
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: true }]);
+        assert!(n > 50 && n < 120, "xoff after {n} packets");
+        // Lossless class: never dropped by the dynamic threshold.
+        for _ in 0..300 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        }
+        pfc.clear();
+        while pfc.is_empty() {
+            t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap();
+        }
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: false }]);
+    }
+
+    #[test]
+    fn received_pfc_pause_blocks_its_class_only() {
+        let cfg = TmConfig::standard(8, 1_000_000, 100, None);
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        t.enqueue(0, PortId(0), QueueId(0), frame(100), None, &mut pfc).unwrap();
+        t.enqueue(0, PortId(0), QueueId(1), frame(100), None, &mut pfc).unwrap();
+        t.pfc_receive(PortId(0), 0, 1000);
+        assert_eq!(t.dequeue(10, PortId(0), &mut rng, &mut pfc).unwrap().queue, QueueId(1));
+        assert!(t.dequeue(10, PortId(0), &mut rng, &mut pfc).is_none());
+        assert_eq!(t.pfc_wakeup(10, PortId(0)), Some(1000));
+        assert_eq!(t.dequeue(1000, PortId(0), &mut rng, &mut pfc).unwrap().queue, QueueId(0));
+    }
+}

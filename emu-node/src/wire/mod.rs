@@ -1,0 +1,104 @@
+//! Zero-copy, typed views of the wire formats weft forwards, in the style of
+//! `smoltcp::wire`.
+//!
+//! Contract (the same as smoltcp's): a view `Xxx<B: AsRef<[u8]>>` wraps a
+//! buffer. `Xxx::new_checked(buf)` validates the length (and, where the
+//! header has one, the length field) once; after that no accessor can panic.
+//! `new_unchecked` is only for emitting into a buffer the caller sized with
+//! `Repr::buffer_len`. Getters need `AsRef<[u8]>`, setters `AsMut<[u8]>`
+//! too. A `Repr` is the validated meaning of a header (`parse`,
+//! `buffer_len`, `emit`). Protocol number enums keep an `Unknown(n)` variant
+//! so unknown traffic is forwarded, not rejected.
+//!
+//! Malformed input yields [`Error`], never a panic; `fuzz/` holds a
+//! cargo-fuzz target for [`frame::FrameInfo::parse`].
+//!
+//! This module does no I/O and reads no clock.
+
+pub mod arp;
+pub mod ethernet;
+pub mod frame;
+pub mod ipv4;
+pub mod pfc;
+pub mod roce;
+pub mod tcp;
+pub mod udp;
+pub mod vxlan;
+
+pub use ethernet::{EtherType, EthernetAddress};
+pub use ipv4::Ipv4Address;
+
+/// Why a buffer is not a valid header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The buffer is shorter than the header (or than its length field says).
+    #[error("truncated {0} header")]
+    Truncated(&'static str),
+    /// A field holds a value the format does not allow.
+    #[error("malformed {0} header")]
+    Malformed(&'static str),
+    /// The checksum does not match.
+    #[error("bad {0} checksum")]
+    Checksum(&'static str),
+}
+
+/// Result of parsing a header.
+pub type Result<T> = core::result::Result<T, Error>;
+
+#[inline]
+pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+#[inline]
+pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+#[inline]
+pub(crate) fn be24(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+}
+#[inline]
+pub(crate) fn put16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+#[inline]
+pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+#[inline]
+pub(crate) fn put24(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 3].copy_from_slice(&v.to_be_bytes()[1..]);
+}
+
+/// The Internet checksum (RFC 1071) helpers.
+pub mod checksum {
+    /// One's-complement sum of `data` folded into 32 bits (not yet complemented).
+    pub fn sum(data: &[u8]) -> u32 {
+        let mut acc: u32 = 0;
+        let mut chunks = data.chunks_exact(2);
+        for c in &mut chunks {
+            acc = acc.wrapping_add(u16::from_be_bytes([c[0], c[1]]) as u32);
+        }
+        if let [last] = chunks.remainder() {
+            acc = acc.wrapping_add((*last as u32) << 8);
+        }
+        acc
+    }
+    /// Folds a 32-bit sum into 16 bits.
+    pub fn fold(mut acc: u32) -> u16 {
+        while acc >> 16 != 0 {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+    /// Checksum of `data`: complement of the folded sum.
+    pub fn of(data: &[u8]) -> u16 {
+        !fold(sum(data))
+    }
+    /// Incremental update (RFC 1624, eqn. 3) when a 16-bit word changes
+    /// from `old` to `new`.
+    pub fn update(check: u16, old: u16, new: u16) -> u16 {
+        let s = (!check as u32) + (!old as u32 & 0xffff) + new as u32;
+        !fold(s)
+    }
+}

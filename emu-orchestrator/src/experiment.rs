@@ -1,0 +1,163 @@
+//! One virtual-time experiment: a topology, a scheme, a traffic pattern and
+//! a seed in; `summary.json` and a human summary out.
+//!
+//! Flows of a pattern get distinct UDP source ports (49152 + flow id) so
+//! ECMP spreads them; all start at t = 0 (after ARP). A run ends when no
+//! event is left (every flow delivered or lost) or at `until` simulated
+//! time, whichever comes first.
+
+use crate::topology::Topology;
+use emu_node::engine::{Engine, EngineConfig, EngineError, Node};
+use emu_node::fabric::NodeKind;
+use emu_node::host::{UdpFlow, UdpMode};
+use emu_node::ids::FlowId;
+use emu_node::results::Summary;
+use emu_node::schemes::{self, Params, SchemeError};
+use emu_node::time::{BitRate, Nanos};
+use emu_node::traffic::{Pattern, PatternError};
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Scheme for every switch (`None`: as in the topology).
+    pub scheme: Option<String>,
+    /// Scheme parameter overrides (`--set scheme.param=value`, prefix removed).
+    pub params: Params,
+    /// Traffic pattern.
+    pub traffic: Pattern,
+    /// Bytes per flow (when `rate` is `None`).
+    pub flow_size: u64,
+    /// Constant bit rate per flow instead of a fixed size.
+    pub rate: Option<BitRate>,
+    /// How long constant-rate flows send.
+    pub duration: Nanos,
+    /// UDP payload bytes per packet (`None`: MTU-sized).
+    pub payload: Option<u16>,
+    /// DSCP of the flows.
+    pub dscp: u8,
+    /// Send ECN-capable packets.
+    pub ecn_capable: bool,
+    /// Force PFC on (`Some(true)`) or off on every switch.
+    pub pfc: Option<bool>,
+    /// Run seed.
+    pub seed: u64,
+    /// Stop at this simulated time at the latest.
+    pub until: Nanos,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            scheme: None,
+            params: Params::new(),
+            traffic: Pattern::Permutation,
+            flow_size: 1_000_000,
+            rate: None,
+            duration: 1_000_000,
+            payload: None,
+            dscp: 0,
+            ecn_capable: true,
+            pfc: None,
+            seed: 1,
+            until: 1_000_000_000,
+        }
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Scheme problem.
+    #[error(transparent)]
+    Scheme(#[from] SchemeError),
+    /// Pattern problem.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+    /// Engine could not be built.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The results.
+    pub summary: Summary,
+    /// Wall-clock time of the event loop.
+    pub wall: Duration,
+    /// Whether the run stopped at `until` with events left.
+    pub truncated: bool,
+}
+
+/// Progress callback: (simulated ns, events so far).
+pub type Progress<'a> = &'a mut dyn FnMut(Nanos, u64);
+
+/// Prepares the engine (fabric with overrides applied, flows added).
+pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, String), RunError> {
+    let mut fabric = topo.fabric.clone();
+    for n in &mut fabric.nodes {
+        if let NodeKind::Switch(s) = &mut n.kind {
+            if let Some(sc) = &opts.scheme {
+                s.scheme = sc.clone();
+            }
+            s.params.extend(opts.params.clone());
+            if let Some(p) = opts.pfc {
+                s.pfc = p;
+            }
+        }
+    }
+    let scheme_names: std::collections::BTreeSet<String> = fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
+    for s in &scheme_names {
+        schemes::build(s, &opts.params)?;
+    }
+    let hosts = fabric.hosts();
+    let plan = opts.traffic.plan(hosts.len(), opts.seed, 0)?;
+    let mut engine = Engine::new(&fabric, &EngineConfig { seed: opts.seed, ..EngineConfig::default() })?;
+    for (i, f) in plan.iter().enumerate() {
+        let src = hosts[f.src];
+        let dst_ip = fabric.nodes[hosts[f.dst].index()].as_host().map(|h| h.ip).unwrap_or_default();
+        let mtu = fabric.nodes[src.index()].ports.first().map_or(1500, |p| p.mtu);
+        let flow = UdpFlow {
+            id: FlowId(i as u32),
+            dst: dst_ip,
+            src_port: 49152 + (i % 16384) as u16,
+            dst_port: 5000,
+            dscp: opts.dscp,
+            ecn_capable: opts.ecn_capable,
+            payload_len: opts.payload.unwrap_or(mtu.saturating_sub(28)),
+            start: f.start,
+            mode: match opts.rate {
+                Some(rate) => UdpMode::Rate { rate, until: f.start + opts.duration },
+                None => UdpMode::Bytes(opts.flow_size),
+            },
+        };
+        if let Some(Node::UdpHost(h)) = engine.node_mut(src) {
+            h.add_flow(flow);
+        }
+        engine.refresh(src);
+    }
+    let scheme = scheme_names.into_iter().collect::<Vec<_>>().join("/");
+    let traffic = match opts.rate {
+        Some(r) => format!("{} at {} for {}", opts.traffic, r, emu_node::time::format_duration(opts.duration)),
+        None => format!("{} of {} B", opts.traffic, opts.flow_size),
+    };
+    Ok((engine, scheme, traffic))
+}
+
+/// Runs `opts` on `topo`, calling `progress` every million events.
+pub fn run(topo: &Topology, opts: &RunOptions, progress: Progress<'_>) -> Result<RunOutcome, RunError> {
+    let (mut engine, scheme, traffic) = prepare(topo, opts)?;
+    let start = Instant::now();
+    loop {
+        let n = engine.run_until(opts.until, 1_000_000);
+        progress(engine.now(), engine.totals().events);
+        if n == 0 || engine.is_idle() || engine.next_event_time().is_some_and(|t| t > opts.until) {
+            break;
+        }
+    }
+    let wall = start.elapsed();
+    let truncated = !engine.is_idle();
+    let summary = Summary::collect(&topo.fabric, &engine, &scheme, &traffic, opts.seed);
+    Ok(RunOutcome { summary, wall, truncated })
+}

@@ -1,0 +1,245 @@
+//! `weft`: validate topologies, inspect schemes and their Tofino resources,
+//! and run experiments in virtual time. Argument handling and printing only;
+//! the work is in the `emu_orchestrator` and `emu_node` libraries.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use emu_node::results::Summary;
+use emu_node::schemes;
+use emu_node::time::format_duration;
+use emu_node::tofino::program::{declarations_of, declare_l3_tables};
+use emu_node::tofino::TargetProfile;
+use emu_orchestrator::experiment::{self, RunOptions};
+use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
+use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "weft", version, about = "weft: a data-center fabric emulator with a Tofino2 model", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a topology file and print what it describes.
+    #[command(after_help = "Examples:\n  weft validate topologies/leaf-spine-8x8.toml\n  weft validate fat-tree-k4        # a shipped topology by name")]
+    Validate {
+        /// Topology file, or the name of a shipped topology.
+        topology: String,
+    },
+    /// Print the Tofino resource report of a scheme.
+    #[command(after_help = "Examples:\n  weft resources --scheme ecmp\n  weft resources --scheme ecmp --target tofino1 --json")]
+    Resources {
+        /// Scheme name (see `weft schemes`).
+        #[arg(long)]
+        scheme: String,
+        /// Target profile: tofino2, tofino1, unlimited.
+        #[arg(long, default_value = "tofino2")]
+        target: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the load-balancing schemes, their parameters and defaults.
+    Schemes,
+    /// List the shipped topologies.
+    Topologies,
+    /// Run traffic on a topology in virtual time and write summary.json.
+    #[command(after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/")]
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Topology file or shipped name (default: the embedded leaf-spine-2x4).
+    topology: Option<String>,
+    /// Scheme for every switch (default: as in the topology).
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Traffic pattern: permutation, incast:N, all-to-all, pair:A:B.
+    #[arg(long, default_value = "permutation")]
+    traffic: String,
+    /// Bytes per flow (e.g. 1MB, 64KiB).
+    #[arg(long, default_value = "1MB")]
+    flow_size: String,
+    /// Send each flow at a constant rate instead (e.g. 10Gbps); see --duration.
+    #[arg(long)]
+    rate: Option<String>,
+    /// How long constant-rate flows send.
+    #[arg(long, default_value = "1ms")]
+    duration: String,
+    /// UDP payload bytes per packet (default: MTU-sized).
+    #[arg(long)]
+    payload: Option<u16>,
+    /// DSCP of the flows (priority = DSCP >> 3).
+    #[arg(long, default_value_t = 0)]
+    dscp: u8,
+    /// Send packets that are not ECN-capable.
+    #[arg(long)]
+    no_ecn: bool,
+    /// Enable PFC (lossless) on every switch.
+    #[arg(long, conflicts_with = "no_pfc")]
+    pfc: bool,
+    /// Disable PFC on every switch.
+    #[arg(long)]
+    no_pfc: bool,
+    /// Run seed (same seed, same results).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Scheme parameter: --set ecmp.use_ports=false (repeatable).
+    #[arg(long = "set", value_name = "SCHEME.PARAM=VALUE")]
+    set: Vec<String>,
+    /// Stop at this simulated time at the latest.
+    #[arg(long, default_value = "1s")]
+    until: String,
+    /// Output directory for summary.json.
+    #[arg(long, default_value = "weft-out")]
+    out: PathBuf,
+    /// Print the summary.json path only (no table).
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = real_main(cli) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Validate { topology } => {
+            let t = Topology::load(&topology)?;
+            println!("ok: {}", t.describe());
+            if !t.description.is_empty() {
+                println!("    {}", t.description);
+            }
+            Ok(())
+        }
+        Command::Resources { scheme, target, json } => {
+            let t = TargetProfile::by_name(&target).with_context(|| format!("unknown target `{target}` (known: {})", TargetProfile::NAMES.join(", ")))?;
+            let mut p = schemes::build(&scheme, &Default::default())?;
+            let mut d = declarations_of(p.as_mut());
+            declare_l3_tables(&mut d, 512);
+            let report = d.usage().report(&scheme, &t);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{report}");
+            }
+            if report.fits.is_some() {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
+        Command::Schemes => {
+            for s in schemes::catalog() {
+                println!("{} — {}\n  source: {}", s.name, s.summary, s.source);
+                for p in s.params {
+                    println!("  {}.{:<14} default {:<12} ({}) {}", s.name, p.name, p.default, p.unit, p.doc);
+                }
+                println!();
+            }
+            Ok(())
+        }
+        Command::Topologies => {
+            for (name, _) in SHIPPED {
+                let t = Topology::load(name)?;
+                println!("{name:<20} {}", t.description);
+            }
+            Ok(())
+        }
+        Command::Run(a) => run(a),
+    }
+}
+
+fn run(a: RunArgs) -> Result<()> {
+    let topo_name = a.topology.clone().unwrap_or_else(|| DEFAULT.to_string());
+    let topo = Topology::load(&topo_name)?;
+    let mut params = schemes::Params::new();
+    for s in &a.set {
+        let (k, v) = s.split_once('=').with_context(|| format!("--set `{s}`: expected SCHEME.PARAM=VALUE"))?;
+        let (scheme, param) = k.split_once('.').with_context(|| format!("--set `{s}`: expected SCHEME.PARAM=VALUE"))?;
+        if schemes::catalog().iter().all(|c| c.name != scheme) {
+            bail!("--set `{s}`: unknown scheme `{scheme}`");
+        }
+        params.insert(param.to_string(), v.to_string());
+    }
+    let opts = RunOptions {
+        scheme: a.scheme.clone(),
+        params,
+        traffic: a.traffic.parse()?,
+        flow_size: parse_size(&a.flow_size).context("--flow-size")?,
+        rate: a.rate.as_deref().map(parse_rate).transpose().context("--rate")?,
+        duration: parse_duration(&a.duration).context("--duration")?,
+        payload: a.payload,
+        dscp: a.dscp.min(63),
+        ecn_capable: !a.no_ecn,
+        pfc: if a.pfc { Some(true) } else if a.no_pfc { Some(false) } else { None },
+        seed: a.seed,
+        until: parse_duration(&a.until).context("--until")?,
+    };
+    if opts.flow_size == 0 && opts.rate.is_none() {
+        bail!("--flow-size must be larger than 0");
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
+    let started = std::time::Instant::now();
+    let outcome = experiment::run(&topo, &opts, &mut |sim, events| {
+        bar.set_message(format!("simulated {} | {} events | {:.1}s wall", format_duration(sim), events, started.elapsed().as_secs_f64()));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
+    let path = a.out.join("summary.json");
+    std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    if a.quiet {
+        println!("{}", path.display());
+        return Ok(());
+    }
+    print_summary(&outcome.summary, outcome.wall);
+    if outcome.truncated {
+        println!("note: stopped at --until {} with events still pending", a.until);
+    }
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+fn print_summary(s: &Summary, wall: std::time::Duration) {
+    let flows = s.flows.len();
+    let sent: u64 = s.flows.iter().map(|f| f.bytes_sent).sum();
+    let delivered: u64 = s.flows.iter().map(|f| f.bytes_delivered).sum();
+    let drops: u64 = s.flows.iter().map(|f| f.drops).sum();
+    let marks: u64 = s.flows.iter().map(|f| f.ecn_marks).sum();
+    let ooo: u64 = s.flows.iter().map(|f| f.out_of_order).sum();
+    let pauses: u64 = s.switches.iter().flat_map(|w| w.ports.iter()).map(|p| p.counters.pfc_pause_sent).sum();
+    let mut fct: Vec<u64> = s.flows.iter().filter_map(|f| f.last_arrival).collect();
+    fct.sort_unstable();
+    let pct = |q: f64| fct.get(((fct.len() as f64 - 1.0) * q).round() as usize).copied().map(format_duration).unwrap_or_else(|| "-".into());
+    let maxq = s.switches.iter().flat_map(|w| w.ports.iter().flat_map(move |p| p.queues.iter().map(move |q| (q.stats.max_depth_bytes, &w.name, p.port)))).max();
+    println!("{} | scheme {} | {} | seed {}", s.topology, s.scheme, s.traffic, s.seed);
+    println!("  flows               {flows}");
+    println!("  delivered           {delivered} of {sent} payload bytes ({:.2}%)", if sent > 0 { 100.0 * delivered as f64 / sent as f64 } else { 0.0 });
+    println!("  packets lost        {drops}");
+    println!("  ECN-marked packets  {marks}");
+    println!("  out-of-order pkts   {ooo}");
+    println!("  PFC pauses sent     {pauses}");
+    println!("  flow finish (last arrival) p50 {} p99 {} max {}", pct(0.5), pct(0.99), pct(1.0));
+    if let Some((d, sw, p)) = maxq {
+        println!("  deepest queue       {d} B at {sw} port {p}");
+    }
+    let secs = wall.as_secs_f64().max(1e-9);
+    println!(
+        "  simulated {} in {:.3}s wall: {} events ({:.2} M/s), {} packet-hops ({:.2} M/s)",
+        format_duration(s.simulated_ns),
+        secs,
+        s.totals.events,
+        s.totals.events as f64 / secs / 1e6,
+        s.totals.packet_hops,
+        s.totals.packet_hops as f64 / secs / 1e6
+    );
+}

@@ -1,0 +1,680 @@
+//! Topology files: TOML, with generators (`leaf-spine`, `fat-tree`) or an
+//! explicit list of switches, hosts and links (DESIGN §5).
+//!
+//! TOML was chosen over YAML (`serde_yaml` is unmaintained) and because
+//! `toml` reports byte spans, so every error names the file, the line and
+//! the cause. Loading is all-or-nothing: a file either resolves into a
+//! complete, validated [`emu_node::fabric::FabricSpec`] or yields one
+//! [`TopologyError`]; nothing is half-built.
+//!
+//! Addressing plan (hierarchical, so LBSP's destination-LSB groups and
+//! P4TE's prefixes work): host `j` of leaf/edge `e` in pod `p` is
+//! `10.p.e.(j+2)/24`, its gateway (the leaf) `10.p.e.1`; leaf-spine is pod 0.
+//! MACs: hosts `02:00:<ip>`, switch ports `02:57:<node>:<port>`.
+//!
+//! Names: `leaf<i>`, `spine<i>`, fat-tree `edge<p>_<i>`, `agg<p>_<i>`,
+//! `core<i>`, hosts `h<i>` in leaf order; links `<a>-<b>` (lower tier first,
+//! hosts first).
+//!
+//! See `topologies/README.md` for the full format with examples.
+
+use crate::units::{parse_duration, parse_rate, parse_size};
+use emu_node::fabric::{host_mac, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeKind, SwitchRole, SwitchSpec};
+use emu_node::ids::NodeId;
+use emu_node::schemes::Params;
+use emu_node::time::{BitRate, Nanos};
+use emu_node::tofino::{RedConfig, TargetProfile};
+use emu_node::wire::Ipv4Address;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use toml::Spanned;
+
+/// A topology error: file, line (when known) and cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct TopologyError {
+    /// File name.
+    pub file: String,
+    /// 1-based line.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Topologies shipped in `topologies/`, embedded so names work anywhere.
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("leaf-spine-2x4", include_str!("../../topologies/leaf-spine-2x4.toml")),
+    ("leaf-spine-8x8", include_str!("../../topologies/leaf-spine-8x8.toml")),
+    ("fat-tree-k4", include_str!("../../topologies/fat-tree-k4.toml")),
+    ("fat-tree-k8", include_str!("../../topologies/fat-tree-k8.toml")),
+    ("leaf-spine-2x4-rt", include_str!("../../topologies/leaf-spine-2x4-rt.toml")),
+    ("fat-tree-k4-rt", include_str!("../../topologies/fat-tree-k4-rt.toml")),
+    ("explicit-example", include_str!("../../topologies/explicit-example.toml")),
+];
+
+/// The embedded default topology (`weft run` without a topology).
+pub const DEFAULT: &str = "leaf-spine-2x4";
+
+/// A loaded topology.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// The fabric.
+    pub fabric: FabricSpec,
+    /// Free-text description.
+    pub description: String,
+    /// Where it came from.
+    pub source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    name: Option<String>,
+    description: Option<String>,
+    generator: Option<Spanned<RawGenerator>>,
+    switches: Option<Spanned<RawSwitchSettings>>,
+    hosts: Option<RawHostSettings>,
+    #[serde(default)]
+    overrides: BTreeMap<String, Spanned<RawSwitchSettings>>,
+    #[serde(default)]
+    switch: Vec<Spanned<RawSwitch>>,
+    #[serde(default)]
+    host: Vec<Spanned<RawHost>>,
+    #[serde(default)]
+    link: Vec<Spanned<RawLink>>,
+    #[serde(default)]
+    events: Vec<Spanned<RawEvent>>,
+    #[serde(default)]
+    placement: BTreeMap<String, Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGenerator {
+    kind: Spanned<String>,
+    leaves: Option<Spanned<u32>>,
+    spines: Option<Spanned<u32>>,
+    hosts_per_leaf: Option<Spanned<u32>>,
+    k: Option<Spanned<u32>>,
+    oversubscription: Option<Spanned<f64>>,
+    host_link: Spanned<RawLinkParams>,
+    fabric_link: Option<Spanned<RawLinkParams>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinkParams {
+    rate: Option<Spanned<String>>,
+    delay: Option<Spanned<String>>,
+    mtu: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawSwitchSettings {
+    target: Option<Spanned<String>>,
+    scheme: Option<Spanned<String>>,
+    #[serde(default)]
+    params: BTreeMap<String, toml::Value>,
+    buffer: Option<Spanned<String>>,
+    pfc: Option<bool>,
+    ecn: Option<Spanned<RawEcn>>,
+    queues: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawEcn {
+    kmin: Spanned<String>,
+    kmax: Spanned<String>,
+    pmax: Spanned<f64>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHostSettings {
+    kind: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitch {
+    name: Spanned<String>,
+    role: Option<Spanned<String>>,
+    #[serde(flatten)]
+    settings: RawSwitchSettings,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: Spanned<String>,
+    kind: Option<Spanned<String>>,
+    ip: Option<Spanned<toml::Value>>,
+    gateway: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    name: Option<Spanned<String>>,
+    a: Spanned<String>,
+    b: Spanned<String>,
+    rate: Option<Spanned<String>>,
+    delay: Option<Spanned<String>>,
+    mtu: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvent {
+    at: Spanned<String>,
+    link: Spanned<String>,
+    action: Spanned<String>,
+    rate: Option<Spanned<String>>,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    }
+    fn err<T>(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> Result<T, TopologyError> {
+        Err(TopologyError { file: self.file.into(), line: Some(self.line_of(span.start)), message: message.into() })
+    }
+    fn at<T>(&self, s: &Spanned<T>) -> std::ops::Range<usize> {
+        s.span()
+    }
+    fn rate(&self, s: &Spanned<String>) -> Result<BitRate, TopologyError> {
+        parse_rate(s.get_ref()).or_else(|e| self.err(s.span(), format!("rate {e}")))
+    }
+    fn duration(&self, s: &Spanned<String>) -> Result<Nanos, TopologyError> {
+        parse_duration(s.get_ref()).or_else(|e| self.err(s.span(), format!("duration {e}")))
+    }
+    fn size(&self, s: &Spanned<String>) -> Result<u64, TopologyError> {
+        parse_size(s.get_ref()).or_else(|e| self.err(s.span(), format!("size {e}")))
+    }
+}
+
+#[derive(Clone)]
+struct SwitchSettings {
+    target: String,
+    scheme: String,
+    params: Params,
+    buffer: Option<u64>,
+    pfc: bool,
+    ecn: Option<RedConfig>,
+    queues: Option<u8>,
+}
+
+impl SwitchSettings {
+    fn defaults() -> Self {
+        SwitchSettings { target: "tofino2".into(), scheme: "ecmp".into(), params: Params::new(), buffer: None, pfc: false, ecn: None, queues: None }
+    }
+    fn apply(&mut self, cx: &Ctx, raw: &RawSwitchSettings) -> Result<(), TopologyError> {
+        if let Some(t) = &raw.target {
+            if TargetProfile::by_name(t.get_ref()).is_none() {
+                return cx.err(cx.at(t), format!("unknown target `{}` (known: {})", t.get_ref(), TargetProfile::NAMES.join(", ")));
+            }
+            self.target = t.get_ref().clone();
+        }
+        if let Some(s) = &raw.scheme {
+            if !emu_node::schemes::catalog().iter().any(|c| c.name == s.get_ref()) {
+                let known: Vec<_> = emu_node::schemes::catalog().iter().map(|c| c.name).collect();
+                return cx.err(cx.at(s), format!("unknown scheme `{}` (known: {})", s.get_ref(), known.join(", ")));
+            }
+            self.scheme = s.get_ref().clone();
+        }
+        for (k, v) in &raw.params {
+            let text = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            self.params.insert(k.clone(), text);
+        }
+        if let Some(b) = &raw.buffer {
+            self.buffer = Some(cx.size(b)?);
+        }
+        if let Some(p) = raw.pfc {
+            self.pfc = p;
+        }
+        if let Some(e) = &raw.ecn {
+            let r = e.get_ref();
+            let (kmin, kmax) = (cx.size(&r.kmin)?, cx.size(&r.kmax)?);
+            let pmax = *r.pmax.get_ref();
+            if kmin >= kmax || !(0.0..=1.0).contains(&pmax) {
+                return cx.err(cx.at(e), "ecn needs kmin < kmax and 0 <= pmax <= 1");
+            }
+            self.ecn = Some(RedConfig { kmin_bytes: kmin, kmax_bytes: kmax, pmax });
+        }
+        if let Some(q) = &raw.queues {
+            let n = *q.get_ref();
+            if !(2..=128).contains(&n) {
+                return cx.err(cx.at(q), format!("queues = {n}: a port has 2 to 128 queues"));
+            }
+            self.queues = Some(n as u8);
+        }
+        Ok(())
+    }
+    fn spec(&self, role: SwitchRole) -> NodeKind {
+        NodeKind::Switch(SwitchSpec {
+            role,
+            target: self.target.clone(),
+            scheme: self.scheme.clone(),
+            params: self.params.clone(),
+            buffer_bytes: self.buffer,
+            queues_per_port: self.queues,
+            pfc: self.pfc,
+            ecn: self.ecn,
+            routes: Vec::new(),
+        })
+    }
+}
+
+fn host_kind(cx: &Ctx, s: &Spanned<String>) -> Result<HostKind, TopologyError> {
+    match s.get_ref().as_str() {
+        "synthetic" => Ok(HostKind::Synthetic),
+        "tap" => Ok(HostKind::Tap),
+        "rxe" => Ok(HostKind::Rxe),
+        other => cx.err(s.span(), format!("unknown host kind `{other}` (synthetic, tap, rxe)")),
+    }
+}
+
+struct LinkParams {
+    rate: BitRate,
+    delay: Nanos,
+    mtu: u16,
+}
+
+fn link_params(cx: &Ctx, raw: &Spanned<RawLinkParams>, default_rate: Option<BitRate>) -> Result<LinkParams, TopologyError> {
+    let r = raw.get_ref();
+    let rate = match (&r.rate, default_rate) {
+        (Some(s), _) => cx.rate(s)?,
+        (None, Some(d)) => d,
+        (None, None) => return cx.err(raw.span(), "link parameters need a `rate` (e.g. rate = \"25Gbps\")"),
+    };
+    let delay = match &r.delay {
+        Some(d) => cx.duration(d)?,
+        None => 1_000,
+    };
+    let mtu = mtu_of(cx, r.mtu.as_ref())?;
+    Ok(LinkParams { rate, delay, mtu })
+}
+
+fn mtu_of(cx: &Ctx, m: Option<&Spanned<u32>>) -> Result<u16, TopologyError> {
+    match m {
+        None => Ok(1500),
+        Some(m) if (68..=9216).contains(m.get_ref()) => Ok(*m.get_ref() as u16),
+        Some(m) => cx.err(m.span(), format!("mtu = {}: must be between 68 and 9216", m.get_ref())),
+    }
+}
+
+fn host_node(kind: HostKind, ip: Ipv4Address, gateway: Ipv4Address) -> NodeKind {
+    NodeKind::Host(HostSpec { kind, ip, prefix_len: 24, mac: host_mac(ip), gateway })
+}
+
+impl Topology {
+    /// Loads a topology by path, or by the name of a shipped topology.
+    pub fn load(path_or_name: &str) -> Result<Topology, TopologyError> {
+        let p = Path::new(path_or_name);
+        if p.exists() {
+            let text = std::fs::read_to_string(p).map_err(|e| TopologyError { file: path_or_name.into(), line: None, message: format!("cannot read: {e}") })?;
+            return Self::parse(path_or_name, &text);
+        }
+        let stem = path_or_name.trim_start_matches("topologies/").trim_end_matches(".toml");
+        if let Some((name, text)) = SHIPPED.iter().find(|(n, _)| *n == stem) {
+            return Self::parse(&format!("topologies/{name}.toml"), text);
+        }
+        let known: Vec<_> = SHIPPED.iter().map(|(n, _)| *n).collect();
+        Err(TopologyError { file: path_or_name.into(), line: None, message: format!("no such file, and not a shipped topology (shipped: {})", known.join(", ")) })
+    }
+
+    /// Parses topology `text` (named `file` in errors).
+    pub fn parse(file: &str, text: &str) -> Result<Topology, TopologyError> {
+        let cx = Ctx { file, text };
+        let raw: RawTopology = toml::from_str(text).map_err(|e| TopologyError {
+            file: file.into(),
+            line: e.span().map(|s| cx.line_of(s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        let mut defaults = SwitchSettings::defaults();
+        if let Some(s) = &raw.switches {
+            defaults.apply(&cx, s.get_ref())?;
+        }
+        let hkind = match raw.hosts.as_ref().and_then(|h| h.kind.as_ref()) {
+            Some(k) => host_kind(&cx, k)?,
+            None => HostKind::Synthetic,
+        };
+        let name = raw.name.clone().unwrap_or_else(|| Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+        let mut fabric = FabricSpec { name, ..Default::default() };
+        let explicit = !raw.switch.is_empty() || !raw.host.is_empty() || !raw.link.is_empty();
+        match (&raw.generator, explicit) {
+            (Some(g), true) => return cx.err(g.span(), "a topology has either a [generator] or explicit [[switch]]/[[host]]/[[link]] entries, not both"),
+            (Some(g), false) => generate(&cx, g, &defaults, hkind, &mut fabric)?,
+            (None, true) => explicit_form(&cx, &raw, &defaults, hkind, &mut fabric)?,
+            (None, false) => {
+                return Err(TopologyError { file: file.into(), line: None, message: "empty topology: add a [generator] or [[switch]], [[host]] and [[link]] entries".into() })
+            }
+        }
+        // Per-switch overrides.
+        for (sw, o) in &raw.overrides {
+            let Some(id) = fabric.node_by_name(sw) else {
+                return cx.err(o.span(), format!("[overrides.{sw}]: no switch named `{sw}`"));
+            };
+            let NodeKind::Switch(spec) = &fabric.nodes[id.index()].kind else {
+                return cx.err(o.span(), format!("[overrides.{sw}]: `{sw}` is a host, not a switch"));
+            };
+            let mut s = SwitchSettings {
+                target: spec.target.clone(),
+                scheme: spec.scheme.clone(),
+                params: spec.params.clone(),
+                buffer: spec.buffer_bytes,
+                pfc: spec.pfc,
+                ecn: spec.ecn,
+                queues: spec.queues_per_port,
+            };
+            s.apply(&cx, o.get_ref())?;
+            let role = spec.role;
+            fabric.nodes[id.index()].kind = s.spec(role);
+        }
+        // Events.
+        for ev in &raw.events {
+            let e = ev.get_ref();
+            let at = cx.duration(&e.at)?;
+            let Some(link) = fabric.link_by_name(e.link.get_ref()) else {
+                return cx.err(e.link.span(), format!("event names link `{}`, which does not exist", e.link.get_ref()));
+            };
+            let action = match (e.action.get_ref().as_str(), &e.rate) {
+                ("down", None) => LinkAction::Down,
+                ("up", None) => LinkAction::Up,
+                ("degrade", Some(r)) => LinkAction::Degrade(cx.rate(r)?),
+                ("degrade", None) => return cx.err(ev.span(), "a `degrade` event needs a `rate`"),
+                ("down" | "up", Some(r)) => return cx.err(r.span(), "only `degrade` events take a `rate`"),
+                (other, _) => return cx.err(e.action.span(), format!("unknown link action `{other}` (down, up, degrade)")),
+            };
+            fabric.schedule.push(LinkEvent { at, link, action });
+        }
+        fabric.schedule.sort_by_key(|e| e.at);
+        // Placement.
+        let mut placed = BTreeSet::new();
+        for (i, (_proc, names)) in raw.placement.iter().enumerate() {
+            for n in names {
+                let Some(id) = fabric.node_by_name(n.get_ref()) else {
+                    return cx.err(n.span(), format!("placement names `{}`, which is not a node", n.get_ref()));
+                };
+                if !placed.insert(id) {
+                    return cx.err(n.span(), format!("`{}` is placed twice", n.get_ref()));
+                }
+                fabric.nodes[id.index()].placement = i as u32;
+            }
+        }
+        fabric.compute_routes();
+        fabric.validate().map_err(|e| TopologyError { file: file.into(), line: None, message: e.0 })?;
+        Ok(Topology { fabric, description: raw.description.unwrap_or_default(), source: file.into() })
+    }
+
+    /// A one-paragraph description for `weft validate`.
+    pub fn describe(&self) -> String {
+        let f = &self.fabric;
+        let hosts = f.hosts().len();
+        let switches = f.switches();
+        let mut roles: BTreeMap<String, usize> = BTreeMap::new();
+        for s in &switches {
+            if let Some(sw) = f.nodes[s.index()].as_switch() {
+                *roles.entry(format!("{:?}", sw.role).to_lowercase()).or_default() += 1;
+            }
+        }
+        let roles: Vec<String> = roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let schemes: BTreeSet<&str> = switches.iter().filter_map(|s| f.nodes[s.index()].as_switch()).map(|s| s.scheme.as_str()).collect();
+        let mut rates: BTreeMap<BitRate, usize> = BTreeMap::new();
+        for l in &f.links {
+            *rates.entry(l.rate).or_default() += 1;
+        }
+        let rates: Vec<String> = rates.iter().map(|(r, n)| format!("{n} x {r}")).collect();
+        let mut s = format!(
+            "{}: {} switches ({}), {} hosts, {} links ({}), scheme {}, {} scheduled link events",
+            f.name,
+            switches.len(),
+            roles.join(", "),
+            hosts,
+            f.links.len(),
+            rates.join(", "),
+            schemes.into_iter().collect::<Vec<_>>().join("/"),
+            f.schedule.len()
+        );
+        if let Some(o) = self.oversubscription() {
+            s.push_str(&format!(", leaf oversubscription {o:.2}:1"));
+        }
+        s
+    }
+
+    /// Host-facing capacity / uplink capacity of the first leaf.
+    pub fn oversubscription(&self) -> Option<f64> {
+        let f = &self.fabric;
+        let leaf = f.switches().into_iter().find(|s| f.nodes[s.index()].as_switch().is_some_and(|x| x.role == SwitchRole::Leaf))?;
+        let (mut down, mut up) = (0u128, 0u128);
+        for p in &f.nodes[leaf.index()].ports {
+            if f.nodes[p.peer.index()].as_host().is_some() {
+                down += p.rate.bps() as u128;
+            } else {
+                up += p.rate.bps() as u128;
+            }
+        }
+        (up > 0).then(|| down as f64 / up as f64)
+    }
+}
+
+fn need(cx: &Ctx, g: &Spanned<RawGenerator>, v: &Option<Spanned<u32>>, field: &str, min: u32, max: u32) -> Result<u32, TopologyError> {
+    match v {
+        None => cx.err(g.span(), format!("generator `{}` needs `{field}`", g.get_ref().kind.get_ref())),
+        Some(x) if !(min..=max).contains(x.get_ref()) => cx.err(x.span(), format!("{field} = {}: must be between {min} and {max}", x.get_ref())),
+        Some(x) => Ok(*x.get_ref()),
+    }
+}
+
+fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: HostKind, f: &mut FabricSpec) -> Result<(), TopologyError> {
+    let r = g.get_ref();
+    let host = link_params(cx, &r.host_link, None)?;
+    let over = match &r.oversubscription {
+        Some(o) if *o.get_ref() > 0.0 && o.get_ref().is_finite() => Some(*o.get_ref()),
+        Some(o) => return cx.err(o.span(), "oversubscription must be a positive number (e.g. 2.0 for 2:1)"),
+        None => None,
+    };
+    match r.kind.get_ref().as_str() {
+        "leaf-spine" => {
+            for (fname, v) in [("k", &r.k)] {
+                if let Some(x) = v {
+                    return cx.err(x.span(), format!("`{fname}` is a fat-tree parameter; leaf-spine takes leaves, spines, hosts_per_leaf"));
+                }
+            }
+            let leaves = need(cx, g, &r.leaves, "leaves", 1, 255)?;
+            let spines = need(cx, g, &r.spines, "spines", 1, 255)?;
+            let hpl = need(cx, g, &r.hosts_per_leaf, "hosts_per_leaf", 1, 250)?;
+            // Uplink rate: given, or derived so that down/up = oversubscription.
+            let derived = over.map(|o| BitRate((hpl as f64 * host.rate.bps() as f64 / (spines as f64 * o)).round() as u64));
+            let fabric = match &r.fabric_link {
+                Some(fl) => link_params(cx, fl, derived.or(Some(host.rate)))?,
+                None => LinkParams { rate: derived.unwrap_or(host.rate), delay: host.delay, mtu: host.mtu },
+            };
+            let leaf_ids: Vec<NodeId> = (0..leaves).map(|i| f.add_node(format!("leaf{i}"), sw.spec(SwitchRole::Leaf))).collect();
+            let spine_ids: Vec<NodeId> = (0..spines).map(|i| f.add_node(format!("spine{i}"), sw.spec(SwitchRole::Spine))).collect();
+            let mut h = 0;
+            for (li, &leaf) in leaf_ids.iter().enumerate() {
+                for j in 0..hpl {
+                    let ip = Ipv4Address::new(10, 0, li as u8, (j + 2) as u8);
+                    let hid = f.add_node(format!("h{h}"), host_node(hkind, ip, Ipv4Address::new(10, 0, li as u8, 1)));
+                    f.connect(format!("h{h}-leaf{li}"), hid, leaf, host.rate, host.delay, host.mtu);
+                    h += 1;
+                }
+                for (si, &spine) in spine_ids.iter().enumerate() {
+                    f.connect(format!("leaf{li}-spine{si}"), leaf, spine, fabric.rate, fabric.delay, fabric.mtu);
+                }
+            }
+        }
+        "fat-tree" => {
+            for (fname, v) in [("leaves", &r.leaves), ("spines", &r.spines), ("hosts_per_leaf", &r.hosts_per_leaf)] {
+                if let Some(x) = v {
+                    return cx.err(x.span(), format!("`{fname}` is a leaf-spine parameter; fat-tree takes k and oversubscription"));
+                }
+            }
+            let k = need(cx, g, &r.k, "k", 2, 64)?;
+            if k % 2 != 0 {
+                return cx.err(r.k.as_ref().map(|x| x.span()).unwrap_or(g.span()), format!("k = {k}: a fat-tree needs an even k"));
+            }
+            let half = k / 2;
+            let hpe = (half as f64 * over.unwrap_or(1.0)).round() as u32;
+            if hpe == 0 || hpe > 250 {
+                return cx.err(g.span(), format!("k = {k} with oversubscription {} gives {hpe} hosts per edge switch (1..250)", over.unwrap_or(1.0)));
+            }
+            let fabric = match &r.fabric_link {
+                Some(fl) => link_params(cx, fl, Some(host.rate))?,
+                None => LinkParams { rate: host.rate, delay: host.delay, mtu: host.mtu },
+            };
+            let cores: Vec<NodeId> = (0..half * half).map(|i| f.add_node(format!("core{i}"), sw.spec(SwitchRole::Core))).collect();
+            let mut h = 0;
+            for p in 0..k {
+                let aggs: Vec<NodeId> = (0..half).map(|i| f.add_node(format!("agg{p}_{i}"), sw.spec(SwitchRole::Spine))).collect();
+                let edges: Vec<NodeId> = (0..half).map(|i| f.add_node(format!("edge{p}_{i}"), sw.spec(SwitchRole::Leaf))).collect();
+                for (ei, &e) in edges.iter().enumerate() {
+                    for j in 0..hpe {
+                        let ip = Ipv4Address::new(10, p as u8, ei as u8, (j + 2) as u8);
+                        let hid = f.add_node(format!("h{h}"), host_node(hkind, ip, Ipv4Address::new(10, p as u8, ei as u8, 1)));
+                        f.connect(format!("h{h}-edge{p}_{ei}"), hid, e, host.rate, host.delay, host.mtu);
+                        h += 1;
+                    }
+                    for (ai, &a) in aggs.iter().enumerate() {
+                        f.connect(format!("edge{p}_{ei}-agg{p}_{ai}"), e, a, fabric.rate, fabric.delay, fabric.mtu);
+                    }
+                }
+                for (ai, &a) in aggs.iter().enumerate() {
+                    for c in 0..half {
+                        let ci = ai as u32 * half + c;
+                        f.connect(format!("agg{p}_{ai}-core{ci}"), a, cores[ci as usize], fabric.rate, fabric.delay, fabric.mtu);
+                    }
+                }
+            }
+        }
+        other => return cx.err(r.kind.span(), format!("unknown generator `{other}` (leaf-spine, fat-tree)")),
+    }
+    Ok(())
+}
+
+fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: HostKind, f: &mut FabricSpec) -> Result<(), TopologyError> {
+    let mut seen: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
+    let mut check_name = |n: &Spanned<String>| -> Result<(), TopologyError> {
+        let name = n.get_ref();
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == '-') {
+            return cx.err(n.span(), format!("node name `{name}` must be non-empty, without spaces or '-'"));
+        }
+        if let Some(prev) = seen.insert(name.clone(), n.span()) {
+            return cx.err(n.span(), format!("node `{name}` is defined twice (first on line {})", cx.line_of(prev.start)));
+        }
+        Ok(())
+    };
+    for s in &raw.switch {
+        let r = s.get_ref();
+        check_name(&r.name)?;
+        let mut settings = defaults.clone();
+        settings.apply(cx, &r.settings)?;
+        let role = match r.role.as_ref().map(|x| x.get_ref().as_str()) {
+            None => SwitchRole::Other,
+            Some("leaf" | "tor" | "edge") => SwitchRole::Leaf,
+            Some("spine" | "agg" | "aggregation") => SwitchRole::Spine,
+            Some("core") => SwitchRole::Core,
+            Some("other") => SwitchRole::Other,
+            Some(o) => return cx.err(r.role.as_ref().map(|x| x.span()).unwrap_or(s.span()), format!("unknown role `{o}` (leaf, spine, core, other)")),
+        };
+        f.add_node(r.name.get_ref().clone(), settings.spec(role));
+    }
+    // Hosts: addresses are resolved after links (the plan needs the leaf).
+    let mut host_raw = Vec::new();
+    for h in &raw.host {
+        let r = h.get_ref();
+        check_name(&r.name)?;
+        let kind = match &r.kind {
+            Some(k) => host_kind(cx, k)?,
+            None => hkind,
+        };
+        let ip = match &r.ip {
+            None => None,
+            Some(v) => match v.get_ref() {
+                toml::Value::String(s) => Some(s.parse::<Ipv4Address>().or_else(|_| cx.err(v.span(), format!("`{s}` is not an IPv4 address")))?),
+                toml::Value::Array(a) => return cx.err(v.span(), format!("host `{}` has {} addresses; a host has exactly one", r.name.get_ref(), a.len())),
+                _ => return cx.err(v.span(), "ip must be a string like \"10.0.0.2\""),
+            },
+        };
+        let gw = match &r.gateway {
+            None => None,
+            Some(g) => Some(g.get_ref().parse::<Ipv4Address>().or_else(|_| cx.err(g.span(), format!("`{}` is not an IPv4 address", g.get_ref())))?),
+        };
+        let id = f.add_node(r.name.get_ref().clone(), host_node(kind, ip.unwrap_or_default(), gw.unwrap_or_default()));
+        host_raw.push((id, h, ip, gw));
+    }
+    // Links: hosts must come first in their links for the gateway to be known,
+    // so links are added after host addresses are planned.
+    let mut pending = Vec::new();
+    for l in &raw.link {
+        let r = l.get_ref();
+        let a = f.node_by_name(r.a.get_ref()).map_or_else(|| cx.err(r.a.span(), format!("link end `{}` is not a defined switch or host", r.a.get_ref())), Ok)?;
+        let b = f.node_by_name(r.b.get_ref()).map_or_else(|| cx.err(r.b.span(), format!("link end `{}` is not a defined switch or host", r.b.get_ref())), Ok)?;
+        if a == b {
+            return cx.err(l.span(), format!("link from `{}` to itself", r.a.get_ref()));
+        }
+        let rate = match &r.rate {
+            Some(x) => cx.rate(x)?,
+            None => return cx.err(l.span(), "link needs a `rate` (e.g. rate = \"10Gbps\")"),
+        };
+        let delay = match &r.delay {
+            Some(x) => cx.duration(x)?,
+            None => 1_000,
+        };
+        let mtu = mtu_of(cx, r.mtu.as_ref())?;
+        let name = r.name.as_ref().map(|n| n.get_ref().clone()).unwrap_or_else(|| format!("{}-{}", r.a.get_ref(), r.b.get_ref()));
+        pending.push((l, a, b, rate, delay, mtu, name));
+    }
+    // Plan host addresses: 10.0.<leaf index>.<n+2> on the switch they attach to.
+    let switch_index: BTreeMap<NodeId, usize> = f.switches().into_iter().enumerate().map(|(i, s)| (s, i)).collect();
+    let mut per_leaf: BTreeMap<NodeId, u32> = BTreeMap::new();
+    for (id, h, ip, gw) in &host_raw {
+        let attached: Vec<NodeId> = pending.iter().filter_map(|(_, a, b, ..)| if a == id { Some(*b) } else if b == id { Some(*a) } else { None }).collect();
+        let name = h.get_ref().name.get_ref();
+        if attached.len() != 1 {
+            return cx.err(h.span(), format!("host `{name}` has {} links; a host has exactly one link to a switch", attached.len()));
+        }
+        let leaf = attached[0];
+        let Some(&li) = switch_index.get(&leaf) else {
+            return cx.err(h.span(), format!("host `{name}` is linked to another host; hosts attach to switches"));
+        };
+        if li > 255 {
+            return cx.err(h.span(), "too many switches for the 10.0.<switch>.0/24 address plan; give hosts explicit `ip`s");
+        }
+        let n = per_leaf.entry(leaf).or_insert(0);
+        let ip = ip.unwrap_or(Ipv4Address::new(10, 0, li as u8, (*n + 2).min(254) as u8));
+        *n += 1;
+        let gw = gw.unwrap_or(Ipv4Address((ip.0 & 0xffff_ff00) | 1));
+        if gw == ip {
+            return cx.err(h.span(), format!("host `{name}` uses its gateway's address {ip}"));
+        }
+        if let NodeKind::Host(hs) = &mut f.nodes[id.index()].kind {
+            hs.ip = ip;
+            hs.mac = host_mac(ip);
+            hs.gateway = gw;
+        }
+    }
+    for (l, a, b, rate, delay, mtu, name) in pending {
+        if f.links.iter().any(|x| x.name == name) {
+            return cx.err(l.span(), format!("two links named `{name}`"));
+        }
+        f.connect(name, a, b, rate, delay, mtu);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "topology/tests.rs"]
+mod tests;
