@@ -37,7 +37,9 @@ impl Serializer {
     /// Starts sending `len` bytes at `now` (the port must be idle, or the
     /// frame queues behind the current one); returns when its last bit leaves.
     pub fn start(&mut self, now: Nanos, len: usize) -> Nanos {
-        if now >= self.busy_until {
+        // A frame starting exactly when the previous one ends continues the
+        // busy period (no rounding at each frame boundary).
+        if now > self.busy_until {
             self.busy_start = now;
             self.busy_bits = 0;
         }

@@ -1,0 +1,160 @@
+use super::*;
+
+fn err(text: &str) -> TopologyError {
+    Topology::parse("t.toml", text).unwrap_err()
+}
+
+const LS: &str = r#"
+[generator]
+kind = "leaf-spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+host_link = { rate = "10Gbps", delay = "1us" }
+"#;
+
+#[test]
+fn every_shipped_topology_validates() {
+    for (name, _) in SHIPPED {
+        let t = Topology::load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!t.fabric.hosts().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn leaf_spine_8x8_matches_the_conweave_setup() {
+    let t = Topology::load("leaf-spine-8x8").unwrap();
+    let f = &t.fabric;
+    assert_eq!(f.hosts().len(), 128);
+    assert_eq!(f.switches().len(), 16);
+    assert_eq!(t.oversubscription(), Some(2.0));
+    assert!(f.links.iter().all(|l| l.rate == BitRate::gbps(100) && l.delay == 1000));
+    let sw = f.nodes[0].as_switch().unwrap();
+    assert_eq!(sw.buffer_bytes, Some(9_000_000));
+    // Every leaf has 8 equal-cost uplinks to every other leaf's /24.
+    let r = sw.routes.iter().find(|r| r.prefix == Ipv4Address::new(10, 0, 3, 0)).unwrap();
+    assert_eq!((r.len, r.ports.len()), (24, 8));
+}
+
+#[test]
+fn fat_tree_k4_routes_are_up_down_shortest_paths() {
+    let t = Topology::load("fat-tree-k4").unwrap();
+    let f = &t.fabric;
+    assert_eq!((f.switches().len(), f.hosts().len(), f.links.len()), (20, 16, 48));
+    let edge = f.node_by_name("edge0_0").unwrap();
+    let sw = f.nodes[edge.index()].as_switch().unwrap();
+    // To another pod: both aggregation uplinks.
+    let r = sw.routes.iter().find(|r| r.prefix == Ipv4Address::new(10, 3, 1, 0)).unwrap();
+    assert_eq!(r.ports.len(), 2);
+    // Aggregation switch toward another pod: both its cores.
+    let agg = f.node_by_name("agg0_0").unwrap();
+    let r = f.nodes[agg.index()].as_switch().unwrap().routes.iter().find(|r| r.prefix == Ipv4Address::new(10, 3, 1, 0)).unwrap();
+    assert_eq!(r.ports.len(), 2);
+    // Toward its own pod's other edge: one down port.
+    let r = f.nodes[agg.index()].as_switch().unwrap().routes.iter().find(|r| r.prefix == Ipv4Address::new(10, 0, 1, 0)).unwrap();
+    assert_eq!(r.ports.len(), 1);
+}
+
+#[test]
+fn addressing_plan_is_hierarchical() {
+    let t = Topology::load("fat-tree-k4").unwrap();
+    let f = &t.fabric;
+    let h = f.nodes[f.node_by_name("h5").unwrap().index()].as_host().unwrap();
+    // h5 = pod 1, edge 0, host 1.
+    assert_eq!(h.ip, Ipv4Address::new(10, 1, 0, 3));
+    assert_eq!(h.gateway, Ipv4Address::new(10, 1, 0, 1));
+    assert_eq!(h.mac.0, [2, 0, 10, 1, 0, 3]);
+}
+
+#[test]
+fn unknown_key_names_file_line_and_key() {
+    let e = err(&format!("{LS}\n[switches]\nschemee = \"ecmp\"\n"));
+    assert_eq!(e.file, "t.toml");
+    assert_eq!(e.line, Some(10));
+    assert!(e.message.contains("unknown field `schemee`"), "{e}");
+}
+
+#[test]
+fn rate_without_unit_is_an_error_with_its_line() {
+    let e = err(&LS.replace("\"10Gbps\"", "\"10000\""));
+    assert_eq!(e.line, Some(7));
+    assert!(e.message.contains("has no unit"), "{e}");
+}
+
+#[test]
+fn link_to_a_missing_node() {
+    let text = r#"
+[[switch]]
+name = "s"
+[[host]]
+name = "h"
+[[link]]
+a = "h"
+b = "s"
+rate = "1Gbps"
+[[link]]
+a = "s"
+b = "ghost"
+rate = "1Gbps"
+"#;
+    let e = err(text);
+    assert_eq!(e.line, Some(12));
+    assert!(e.message.contains("link end `ghost` is not a defined switch or host"), "{e}");
+}
+
+#[test]
+fn host_with_two_addresses() {
+    let text = r#"
+[[switch]]
+name = "s"
+[[host]]
+name = "h"
+ip = ["10.0.0.2", "10.0.0.3"]
+[[link]]
+a = "h"
+b = "s"
+rate = "1Gbps"
+"#;
+    let e = err(text);
+    assert_eq!(e.line, Some(6));
+    assert!(e.message.contains("has 2 addresses"), "{e}");
+}
+
+#[test]
+fn other_errors_are_specific() {
+    assert!(err(&LS.replace("leaf-spine", "leaf-spin")).message.contains("unknown generator `leaf-spin`"));
+    assert!(err(&format!("{LS}[switches]\nscheme = \"magic\"\n")).message.contains("unknown scheme `magic`"));
+    assert!(err(&format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine9\"\naction = \"down\"\n")).message.contains("does not exist"));
+    assert!(err(&format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"degrade\"\n")).message.contains("needs a `rate`"));
+    assert!(err("name = \"x\"\n").message.contains("empty topology"));
+    assert!(err(&LS.replace("spines = 2", "spines = 0")).message.contains("spines = 0"));
+    assert!(err("[generator\n").line.is_some());
+    let dup = "[[switch]]\nname = \"s\"\n[[switch]]\nname = \"s\"\n";
+    assert!(err(dup).message.contains("defined twice (first on line 2)"));
+}
+
+#[test]
+fn events_and_overrides_apply() {
+    let text = format!(
+        "{LS}[overrides.spine1]\nbuffer = \"1MB\"\npfc = true\n[[events]]\nat = \"2ms\"\nlink = \"spine1-leaf0\"\naction = \"degrade\"\nrate = \"1Gbps\"\n"
+    );
+    let t = Topology::parse("t.toml", &text).unwrap();
+    let f = &t.fabric;
+    let s1 = f.nodes[f.node_by_name("spine1").unwrap().index()].as_switch().unwrap();
+    assert_eq!((s1.buffer_bytes, s1.pfc), (Some(1_000_000), true));
+    assert_eq!(f.schedule.len(), 1);
+    assert_eq!(f.schedule[0].action, LinkAction::Degrade(BitRate::gbps(1)));
+    assert_eq!(f.links[f.schedule[0].link.index()].name, "leaf0-spine1");
+}
+
+#[test]
+fn explicit_example_plans_addresses_and_placement() {
+    let t = Topology::load("explicit-example").unwrap();
+    let f = &t.fabric;
+    let a1 = f.nodes[f.node_by_name("a1").unwrap().index()].as_host().unwrap();
+    assert_eq!(a1.ip, Ipv4Address::new(10, 0, 0, 3));
+    let b0 = f.nodes[f.node_by_name("b0").unwrap().index()].as_host().unwrap();
+    assert_eq!(b0.ip, Ipv4Address::new(10, 0, 1, 10));
+    assert_eq!(f.nodes[f.node_by_name("s1").unwrap().index()].placement, 1);
+    assert_eq!(f.schedule.len(), 2);
+}

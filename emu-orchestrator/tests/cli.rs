@@ -1,0 +1,90 @@
+//! The `weft` binary as a user runs it: outputs, exit codes, error lines.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn weft(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft")).args(args).output().expect("run weft")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("weft-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn run_twice_with_one_seed_writes_byte_identical_summaries() {
+    let (a, b) = (tmp("det-a"), tmp("det-b"));
+    for d in [&a, &b] {
+        let o = weft(&["run", "leaf-spine-2x4", "--traffic", "all-to-all", "--flow-size", "50KB", "--seed", "9", "--out", d.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let sa = std::fs::read(a.join("summary.json")).unwrap();
+    let sb = std::fs::read(b.join("summary.json")).unwrap();
+    assert_eq!(sa, sb);
+    let v: serde_json::Value = serde_json::from_slice(&sa).unwrap();
+    assert_eq!(v["schema"], "weft.summary/1");
+    assert_eq!(v["flows"].as_array().unwrap().len(), 16 * 15);
+    assert!(v["totals"]["packet_hops"].as_u64().unwrap() > 0);
+    for d in [a, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn default_run_uses_the_embedded_topology_and_prints_a_summary() {
+    let d = tmp("default");
+    let o = weft(&["run", "--out", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("leaf-spine-2x4 | scheme ecmp | permutation"), "{out}");
+    assert!(out.contains("packet-hops"), "{out}");
+    assert!(d.join("summary.json").exists());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+fn assert_one_line_error(o: &Output, needle: &str, out_dir: &Path) {
+    assert!(!o.status.success());
+    let e = stderr(o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one error line, got: {e}");
+    assert!(e.starts_with("error: ") && e.contains(needle), "{e}");
+    assert!(!out_dir.exists(), "nothing half-started: no output written");
+}
+
+#[test]
+fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
+    let d = tmp("bad");
+    let ds = d.to_str().unwrap();
+    assert_one_line_error(&weft(&["run", "--scheme", "magic", "--out", ds]), "unknown scheme `magic`", &d);
+    assert_one_line_error(&weft(&["run", "--traffic", "incast:16", "--out", ds]), "needs 17 hosts but the topology has 16", &d);
+    assert_one_line_error(&weft(&["run", "--traffic", "ring", "--out", ds]), "unknown traffic pattern `ring`", &d);
+    assert_one_line_error(&weft(&["run", "no-such-topology", "--out", ds]), "not a shipped topology", &d);
+    assert_one_line_error(&weft(&["run", "--set", "ecmp.colour=red", "--out", ds]), "has no parameter `colour`", &d);
+    assert_one_line_error(&weft(&["run", "--set", "ecmp.use_ports=maybe", "--out", ds]), "not a valid bool", &d);
+    assert_one_line_error(&weft(&["run", "--flow-size", "10", "--out", ds]), "has no unit", &d);
+    let bad = std::env::temp_dir().join(format!("weft-bad-{}.toml", std::process::id()));
+    std::fs::write(&bad, "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\nhost_link = { rate = \"10G\" }\n").unwrap();
+    let o = weft(&["validate", bad.to_str().unwrap()]);
+    assert_one_line_error(&o, ":6: rate `10G`: unknown unit", &d);
+    let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn validate_resources_and_schemes() {
+    let o = weft(&["validate", "leaf-spine-8x8"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("128 hosts"));
+    let o = weft(&["resources", "--scheme", "ecmp", "--target", "tofino1"]);
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("target `tofino1`") && s.contains("stateful ALUs") && s.contains("fits: yes"), "{s}");
+    let o = weft(&["resources", "--scheme", "ecmp", "--target", "tofino9"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown target `tofino9`"));
+    let o = weft(&["schemes"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ecmp.use_ports"));
+}

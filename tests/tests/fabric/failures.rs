@@ -1,0 +1,75 @@
+//! Link events from the topology schedule: down, up, degrade.
+
+use crate::run;
+use emu_node::time::BitRate;
+use emu_node::traffic::Pattern;
+use emu_orchestrator::experiment::RunOptions;
+
+const TWO_BY_TWO: &str = r#"
+[generator]
+kind = "leaf-spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 4
+host_link = { rate = "10Gbps", delay = "1us" }
+[[events]]
+at = "500us"
+link = "leaf0-spine0"
+action = "down"
+"#;
+
+#[test]
+fn flows_move_off_a_failed_link() {
+    // Every host sends 1 Gbit/s to every other host for 2 ms (32 flows cross the spines).
+    let opts = RunOptions { traffic: Pattern::AllToAll, rate: Some(BitRate::gbps(1)), duration: 2_000_000, seed: 11, ..RunOptions::default() };
+    let s = run(TWO_BY_TWO, &opts).summary;
+    let leaf0 = s.switches.iter().find(|w| w.name == "leaf0").unwrap();
+    let to_spine0 = leaf0.ports.iter().find(|p| p.peer == "spine0").unwrap();
+    let to_spine1 = leaf0.ports.iter().find(|p| p.peer == "spine1").unwrap();
+    // Before the failure some flows used spine0; afterwards all use spine1, so
+    // spine1 carried more than its pre-failure share.
+    assert!(to_spine0.counters.tx_bytes > 0);
+    assert!(to_spine1.counters.tx_bytes > to_spine0.counters.tx_bytes * 2, "spine1 {} vs spine0 {}", to_spine1.counters.tx_bytes, to_spine0.counters.tx_bytes);
+    // Flows from leaf0's hosts lose at most what was on or queued for the link.
+    let from_leaf0 = |src: &str| ["h0", "h1", "h2", "h3"].contains(&src);
+    let sent: u64 = s.flows.iter().filter(|f| from_leaf0(&f.src)).map(|f| f.packets_sent).sum();
+    let lost: u64 = s.flows.iter().filter(|f| from_leaf0(&f.src)).map(|f| f.drops).sum();
+    assert!(lost < sent / 100, "lost {lost} of {sent}");
+    // ECMP only knows local link status: flows from leaf1 hashed to spine0
+    // are black-holed at spine0 (no route around a remote failure without a
+    // routing protocol or a scheme such as LBSP).
+    let spine0 = s.switches.iter().find(|w| w.name == "spine0").unwrap();
+    let blackholed: u64 = s.flows.iter().filter(|f| !from_leaf0(&f.src)).map(|f| f.drops).sum();
+    assert!(blackholed > 0);
+    assert_eq!(spine0.counters.drop_program, blackholed);
+}
+
+#[test]
+fn a_degraded_link_carries_its_new_rate() {
+    let text = r#"
+[generator]
+kind = "leaf-spine"
+leaves = 2
+spines = 1
+hosts_per_leaf = 1
+host_link = { rate = "10Gbps", delay = "1us" }
+[switches]
+buffer = "1MB"
+[[events]]
+at = "1ms"
+link = "leaf0-spine0"
+action = "degrade"
+rate = "5Gbps"
+"#;
+    let opts = RunOptions { traffic: Pattern::Pair(0, 1), rate: Some(BitRate::gbps(10)), duration: 2_000_000, seed: 1, ..RunOptions::default() };
+    let s = run(text, &opts).summary;
+    let leaf0 = s.switches.iter().find(|w| w.name == "leaf0").unwrap();
+    let up = leaf0.ports.iter().find(|p| p.peer == "spine0").unwrap();
+    // 1 ms at 10 Gbit/s, 1 ms at 5 Gbit/s, then the standing queue drains at 5 Gbit/s.
+    let bytes = up.counters.tx_bytes as f64;
+    let queue = up.queues.iter().map(|q| q.stats.max_depth_bytes).max().unwrap() as f64;
+    let expected = (10e9 * 1e-3 + 5e9 * 1e-3) / 8.0 + queue;
+    assert!((bytes - expected).abs() / expected < 0.02, "uplink sent {bytes} B, expected {expected}");
+    assert!(queue > 400_000.0, "the queue fills to its dynamic threshold (half the free buffer): {queue}");
+    assert!(s.flows[0].drops > 0, "a 10G flow into a 5G link overflows the buffer");
+}

@@ -1,0 +1,58 @@
+//! 8-to-1 incast at line rate: PFC makes it lossless and pauses the senders.
+
+use crate::run;
+use emu_node::traffic::Pattern;
+use emu_orchestrator::experiment::RunOptions;
+
+/// One leaf with 9 hosts at 10 Gbit/s and a 1 MB buffer.
+const ONE_LEAF: &str = r#"
+[generator]
+kind = "leaf-spine"
+leaves = 1
+spines = 1
+hosts_per_leaf = 9
+host_link = { rate = "10Gbps", delay = "1us" }
+[switches]
+buffer = "1MB"
+"#;
+
+fn incast(pfc: bool) -> emu_node::results::Summary {
+    let opts = RunOptions { traffic: Pattern::Incast(8), flow_size: 500_000, pfc: Some(pfc), seed: 3, ..RunOptions::default() };
+    run(ONE_LEAF, &opts).summary
+}
+
+#[test]
+fn incast_with_pfc_drops_nothing_and_pauses_upstream() {
+    let s = incast(true);
+    assert_eq!(s.flows.len(), 8);
+    for f in &s.flows {
+        assert_eq!(f.bytes_delivered, 500_000, "flow {} lost data with PFC on", f.id);
+        assert_eq!(f.drops, 0);
+    }
+    let leaf = &s.switches[0];
+    assert_eq!(leaf.counters.drop_tm, 0);
+    let pauses: u64 = leaf.ports.iter().map(|p| p.counters.pfc_pause_sent).sum();
+    let resumes: u64 = leaf.ports.iter().map(|p| p.counters.pfc_resume_sent).sum();
+    assert!(pauses >= 8, "every sender's port is paused at least once: {pauses}");
+    assert!(resumes >= 8, "and resumed: {resumes}");
+    // The pause frames really arrive at the senders (upstream).
+    let paused_hosts = s.hosts.iter().filter(|h| h.counters.pfc_received > 0).count();
+    assert_eq!(paused_hosts, 8);
+    // The receiver's link is the bottleneck: the incast takes ~ 8 x 500 KB at 10 Gbit/s.
+    let last = s.flows.iter().filter_map(|f| f.last_arrival).max().unwrap();
+    let ideal = 8 * 500_000 * 8 / 10; // ns
+    assert!(last >= ideal && (last as f64) < ideal as f64 * 1.1, "incast finished at {last} ns, ideal {ideal} ns");
+}
+
+#[test]
+fn incast_without_pfc_tail_drops() {
+    let s = incast(false);
+    let lost: u64 = s.flows.iter().map(|f| f.drops).sum();
+    let leaf = &s.switches[0];
+    assert!(lost > 0, "a 4 MB burst into a 1 MB buffer must drop");
+    assert_eq!(leaf.counters.drop_tm, lost, "every lost packet is a traffic-manager drop");
+    assert_eq!(leaf.ports.iter().map(|p| p.counters.pfc_pause_sent).sum::<u64>(), 0);
+    assert!(s.hosts.iter().all(|h| h.counters.pfc_received == 0));
+    // The queue never held more than the buffer.
+    assert!(leaf.max_buffer_bytes <= 1_000_000);
+}
