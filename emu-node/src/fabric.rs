@@ -306,7 +306,8 @@ impl FabricSpec {
         for (leaf, hosts) in &leaf_hosts {
             let ips: Vec<Ipv4Address> = hosts.iter().filter_map(|(h, _)| self.nodes[h.index()].as_host().map(|x| x.ip)).collect();
             let net = ips[0].0 & 0xffff_ff00;
-            let shared = ips.iter().all(|ip| ip.0 & 0xffff_ff00 == net) && subnet_owner.get(&net).is_some_and(|o| o.iter().all(|l| l == leaf));
+            let shared =
+                ips.iter().all(|ip| ip.0 & 0xffff_ff00 == net) && subnet_owner.get(&net).is_some_and(|o| o.iter().all(|l| l == leaf));
             if shared {
                 prefixes.push((*leaf, Ipv4Address(net), 24));
             } else {

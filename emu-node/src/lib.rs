@@ -31,7 +31,7 @@ pub mod results;
 pub mod schemes;
 pub mod serializer;
 pub mod switch;
-pub mod traffic;
 pub mod time;
 pub mod tofino;
+pub mod traffic;
 pub mod wire;

@@ -159,7 +159,12 @@ impl Summary {
                     hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
                     for tx in h.tx_flows() {
                         let r = rx.get(&tx.flow.id.0).copied().unwrap_or_default();
-                        let dst = fabric.nodes.iter().find(|x| x.as_host().is_some_and(|hs| hs.ip == tx.flow.dst)).map(|x| x.name.clone()).unwrap_or_else(|| tx.flow.dst.to_string());
+                        let dst = fabric
+                            .nodes
+                            .iter()
+                            .find(|x| x.as_host().is_some_and(|hs| hs.ip == tx.flow.dst))
+                            .map(|x| x.name.clone())
+                            .unwrap_or_else(|| tx.flow.dst.to_string());
                         flows.push(FlowResult {
                             id: tx.flow.id.0,
                             src: h.name().to_string(),

@@ -57,11 +57,11 @@ impl BitRate {
 impl fmt::Display for BitRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1_000_000_000 && b % 1_000_000_000 == 0 {
+        if b >= 1_000_000_000 && b.is_multiple_of(1_000_000_000) {
             write!(f, "{}Gbps", b / 1_000_000_000)
-        } else if b >= 1_000_000 && b % 1_000_000 == 0 {
+        } else if b >= 1_000_000 && b.is_multiple_of(1_000_000) {
             write!(f, "{}Mbps", b / 1_000_000)
-        } else if b >= 1_000 && b % 1_000 == 0 {
+        } else if b >= 1_000 && b.is_multiple_of(1_000) {
             write!(f, "{}Kbps", b / 1_000)
         } else {
             write!(f, "{b}bps")

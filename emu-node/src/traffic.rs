@@ -109,7 +109,7 @@ impl Pattern {
         if hosts < needed || matches!(self, Pattern::Pair(a, b) if a == b) {
             return Err(PatternError::TooFewHosts { pattern: self.to_string(), needed, hosts });
         }
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7472_6166_6669_63);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0074_7261_6666_6963);
         let fp = |src, dst| FlowPlan { src, dst, start };
         Ok(match *self {
             Pattern::Permutation => {

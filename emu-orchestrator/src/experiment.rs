@@ -107,7 +107,8 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             }
         }
     }
-    let scheme_names: std::collections::BTreeSet<String> = fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
+    let scheme_names: std::collections::BTreeSet<String> =
+        fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
     for s in &scheme_names {
         schemes::build(s, &opts.params)?;
     }

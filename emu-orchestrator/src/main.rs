@@ -14,6 +14,11 @@ use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
 use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use std::path::PathBuf;
 
+/// mimalloc: frames are allocated by hosts and freed at their receiver or
+/// at a drop, in a pattern glibc's allocator serves slowly (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "weft", version, about = "weft: a data-center fabric emulator with a Tofino2 model", long_about = None)]
 struct Cli {
@@ -24,7 +29,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check a topology file and print what it describes.
-    #[command(after_help = "Examples:\n  weft validate topologies/leaf-spine-8x8.toml\n  weft validate fat-tree-k4        # a shipped topology by name")]
+    #[command(
+        after_help = "Examples:\n  weft validate topologies/leaf-spine-8x8.toml\n  weft validate fat-tree-k4        # a shipped topology by name"
+    )]
     Validate {
         /// Topology file, or the name of a shipped topology.
         topology: String,
@@ -47,7 +54,9 @@ enum Command {
     /// List the shipped topologies.
     Topologies,
     /// Run traffic on a topology in virtual time and write summary.json.
-    #[command(after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/")]
+    #[command(
+        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/"
+    )]
     Run(RunArgs),
 }
 
@@ -121,7 +130,8 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Resources { scheme, target, json } => {
-            let t = TargetProfile::by_name(&target).with_context(|| format!("unknown target `{target}` (known: {})", TargetProfile::NAMES.join(", ")))?;
+            let t = TargetProfile::by_name(&target)
+                .with_context(|| format!("unknown target `{target}` (known: {})", TargetProfile::NAMES.join(", ")))?;
             let mut p = schemes::build(&scheme, &Default::default())?;
             let mut d = declarations_of(p.as_mut());
             declare_l3_tables(&mut d, 512);
@@ -179,7 +189,13 @@ fn run(a: RunArgs) -> Result<()> {
         payload: a.payload,
         dscp: a.dscp.min(63),
         ecn_capable: !a.no_ecn,
-        pfc: if a.pfc { Some(true) } else if a.no_pfc { Some(false) } else { None },
+        pfc: if a.pfc {
+            Some(true)
+        } else if a.no_pfc {
+            Some(false)
+        } else {
+            None
+        },
         seed: a.seed,
         until: parse_duration(&a.until).context("--until")?,
     };
@@ -187,7 +203,9 @@ fn run(a: RunArgs) -> Result<()> {
         bail!("--flow-size must be larger than 0");
     }
     let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
     let started = std::time::Instant::now();
     let outcome = experiment::run(&topo, &opts, &mut |sim, events| {
         bar.set_message(format!("simulated {} | {} events | {:.1}s wall", format_duration(sim), events, started.elapsed().as_secs_f64()));
@@ -220,10 +238,17 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
     let mut fct: Vec<u64> = s.flows.iter().filter_map(|f| f.last_arrival).collect();
     fct.sort_unstable();
     let pct = |q: f64| fct.get(((fct.len() as f64 - 1.0) * q).round() as usize).copied().map(format_duration).unwrap_or_else(|| "-".into());
-    let maxq = s.switches.iter().flat_map(|w| w.ports.iter().flat_map(move |p| p.queues.iter().map(move |q| (q.stats.max_depth_bytes, &w.name, p.port)))).max();
+    let maxq = s
+        .switches
+        .iter()
+        .flat_map(|w| w.ports.iter().flat_map(move |p| p.queues.iter().map(move |q| (q.stats.max_depth_bytes, &w.name, p.port))))
+        .max();
     println!("{} | scheme {} | {} | seed {}", s.topology, s.scheme, s.traffic, s.seed);
     println!("  flows               {flows}");
-    println!("  delivered           {delivered} of {sent} payload bytes ({:.2}%)", if sent > 0 { 100.0 * delivered as f64 / sent as f64 } else { 0.0 });
+    println!(
+        "  delivered           {delivered} of {sent} payload bytes ({:.2}%)",
+        if sent > 0 { 100.0 * delivered as f64 / sent as f64 } else { 0.0 }
+    );
     println!("  packets lost        {drops}");
     println!("  ECN-marked packets  {marks}");
     println!("  out-of-order pkts   {ooo}");

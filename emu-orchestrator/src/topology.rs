@@ -214,7 +214,15 @@ struct SwitchSettings {
 
 impl SwitchSettings {
     fn defaults() -> Self {
-        SwitchSettings { target: "tofino2".into(), scheme: "ecmp".into(), params: Params::new(), buffer: None, pfc: false, ecn: None, queues: None }
+        SwitchSettings {
+            target: "tofino2".into(),
+            scheme: "ecmp".into(),
+            params: Params::new(),
+            buffer: None,
+            pfc: false,
+            ecn: None,
+            queues: None,
+        }
     }
     fn apply(&mut self, cx: &Ctx, raw: &RawSwitchSettings) -> Result<(), TopologyError> {
         if let Some(t) = &raw.target {
@@ -323,7 +331,11 @@ impl Topology {
     pub fn load(path_or_name: &str) -> Result<Topology, TopologyError> {
         let p = Path::new(path_or_name);
         if p.exists() {
-            let text = std::fs::read_to_string(p).map_err(|e| TopologyError { file: path_or_name.into(), line: None, message: format!("cannot read: {e}") })?;
+            let text = std::fs::read_to_string(p).map_err(|e| TopologyError {
+                file: path_or_name.into(),
+                line: None,
+                message: format!("cannot read: {e}"),
+            })?;
             return Self::parse(path_or_name, &text);
         }
         let stem = path_or_name.trim_start_matches("topologies/").trim_end_matches(".toml");
@@ -331,7 +343,11 @@ impl Topology {
             return Self::parse(&format!("topologies/{name}.toml"), text);
         }
         let known: Vec<_> = SHIPPED.iter().map(|(n, _)| *n).collect();
-        Err(TopologyError { file: path_or_name.into(), line: None, message: format!("no such file, and not a shipped topology (shipped: {})", known.join(", ")) })
+        Err(TopologyError {
+            file: path_or_name.into(),
+            line: None,
+            message: format!("no such file, and not a shipped topology (shipped: {})", known.join(", ")),
+        })
     }
 
     /// Parses topology `text` (named `file` in errors).
@@ -350,15 +366,22 @@ impl Topology {
             Some(k) => host_kind(&cx, k)?,
             None => HostKind::Synthetic,
         };
-        let name = raw.name.clone().unwrap_or_else(|| Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+        let name =
+            raw.name.clone().unwrap_or_else(|| Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
         let mut fabric = FabricSpec { name, ..Default::default() };
         let explicit = !raw.switch.is_empty() || !raw.host.is_empty() || !raw.link.is_empty();
         match (&raw.generator, explicit) {
-            (Some(g), true) => return cx.err(g.span(), "a topology has either a [generator] or explicit [[switch]]/[[host]]/[[link]] entries, not both"),
+            (Some(g), true) => {
+                return cx.err(g.span(), "a topology has either a [generator] or explicit [[switch]]/[[host]]/[[link]] entries, not both")
+            }
             (Some(g), false) => generate(&cx, g, &defaults, hkind, &mut fabric)?,
             (None, true) => explicit_form(&cx, &raw, &defaults, hkind, &mut fabric)?,
             (None, false) => {
-                return Err(TopologyError { file: file.into(), line: None, message: "empty topology: add a [generator] or [[switch]], [[host]] and [[link]] entries".into() })
+                return Err(TopologyError {
+                    file: file.into(),
+                    line: None,
+                    message: "empty topology: add a [generator] or [[switch]], [[host]] and [[link]] entries".into(),
+                })
             }
         }
         // Per-switch overrides.
@@ -472,7 +495,9 @@ impl Topology {
 fn need(cx: &Ctx, g: &Spanned<RawGenerator>, v: &Option<Spanned<u32>>, field: &str, min: u32, max: u32) -> Result<u32, TopologyError> {
     match v {
         None => cx.err(g.span(), format!("generator `{}` needs `{field}`", g.get_ref().kind.get_ref())),
-        Some(x) if !(min..=max).contains(x.get_ref()) => cx.err(x.span(), format!("{field} = {}: must be between {min} and {max}", x.get_ref())),
+        Some(x) if !(min..=max).contains(x.get_ref()) => {
+            cx.err(x.span(), format!("{field} = {}: must be between {min} and {max}", x.get_ref()))
+        }
         Some(x) => Ok(*x.get_ref()),
     }
 }
@@ -529,7 +554,10 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
             let half = k / 2;
             let hpe = (half as f64 * over.unwrap_or(1.0)).round() as u32;
             if hpe == 0 || hpe > 250 {
-                return cx.err(g.span(), format!("k = {k} with oversubscription {} gives {hpe} hosts per edge switch (1..250)", over.unwrap_or(1.0)));
+                return cx.err(
+                    g.span(),
+                    format!("k = {k} with oversubscription {} gives {hpe} hosts per edge switch (1..250)", over.unwrap_or(1.0)),
+                );
             }
             let fabric = match &r.fabric_link {
                 Some(fl) => link_params(cx, fl, Some(host.rate))?,
@@ -587,7 +615,10 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
             Some("spine" | "agg" | "aggregation") => SwitchRole::Spine,
             Some("core") => SwitchRole::Core,
             Some("other") => SwitchRole::Other,
-            Some(o) => return cx.err(r.role.as_ref().map(|x| x.span()).unwrap_or(s.span()), format!("unknown role `{o}` (leaf, spine, core, other)")),
+            Some(o) => {
+                return cx
+                    .err(r.role.as_ref().map(|x| x.span()).unwrap_or(s.span()), format!("unknown role `{o}` (leaf, spine, core, other)"))
+            }
         };
         f.add_node(r.name.get_ref().clone(), settings.spec(role));
     }
@@ -603,14 +634,20 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
         let ip = match &r.ip {
             None => None,
             Some(v) => match v.get_ref() {
-                toml::Value::String(s) => Some(s.parse::<Ipv4Address>().or_else(|_| cx.err(v.span(), format!("`{s}` is not an IPv4 address")))?),
-                toml::Value::Array(a) => return cx.err(v.span(), format!("host `{}` has {} addresses; a host has exactly one", r.name.get_ref(), a.len())),
+                toml::Value::String(s) => {
+                    Some(s.parse::<Ipv4Address>().or_else(|_| cx.err(v.span(), format!("`{s}` is not an IPv4 address")))?)
+                }
+                toml::Value::Array(a) => {
+                    return cx.err(v.span(), format!("host `{}` has {} addresses; a host has exactly one", r.name.get_ref(), a.len()))
+                }
                 _ => return cx.err(v.span(), "ip must be a string like \"10.0.0.2\""),
             },
         };
         let gw = match &r.gateway {
             None => None,
-            Some(g) => Some(g.get_ref().parse::<Ipv4Address>().or_else(|_| cx.err(g.span(), format!("`{}` is not an IPv4 address", g.get_ref())))?),
+            Some(g) => Some(
+                g.get_ref().parse::<Ipv4Address>().or_else(|_| cx.err(g.span(), format!("`{}` is not an IPv4 address", g.get_ref())))?,
+            ),
         };
         let id = f.add_node(r.name.get_ref().clone(), host_node(kind, ip.unwrap_or_default(), gw.unwrap_or_default()));
         host_raw.push((id, h, ip, gw));
@@ -620,8 +657,12 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
     let mut pending = Vec::new();
     for l in &raw.link {
         let r = l.get_ref();
-        let a = f.node_by_name(r.a.get_ref()).map_or_else(|| cx.err(r.a.span(), format!("link end `{}` is not a defined switch or host", r.a.get_ref())), Ok)?;
-        let b = f.node_by_name(r.b.get_ref()).map_or_else(|| cx.err(r.b.span(), format!("link end `{}` is not a defined switch or host", r.b.get_ref())), Ok)?;
+        let a = f
+            .node_by_name(r.a.get_ref())
+            .map_or_else(|| cx.err(r.a.span(), format!("link end `{}` is not a defined switch or host", r.a.get_ref())), Ok)?;
+        let b = f
+            .node_by_name(r.b.get_ref())
+            .map_or_else(|| cx.err(r.b.span(), format!("link end `{}` is not a defined switch or host", r.b.get_ref())), Ok)?;
         if a == b {
             return cx.err(l.span(), format!("link from `{}` to itself", r.a.get_ref()));
         }
@@ -641,7 +682,18 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
     let switch_index: BTreeMap<NodeId, usize> = f.switches().into_iter().enumerate().map(|(i, s)| (s, i)).collect();
     let mut per_leaf: BTreeMap<NodeId, u32> = BTreeMap::new();
     for (id, h, ip, gw) in &host_raw {
-        let attached: Vec<NodeId> = pending.iter().filter_map(|(_, a, b, ..)| if a == id { Some(*b) } else if b == id { Some(*a) } else { None }).collect();
+        let attached: Vec<NodeId> = pending
+            .iter()
+            .filter_map(|(_, a, b, ..)| {
+                if a == id {
+                    Some(*b)
+                } else if b == id {
+                    Some(*a)
+                } else {
+                    None
+                }
+            })
+            .collect();
         let name = h.get_ref().name.get_ref();
         if attached.len() != 1 {
             return cx.err(h.span(), format!("host `{name}` has {} links; a host has exactly one link to a switch", attached.len()));

@@ -21,7 +21,8 @@ fn stderr(o: &Output) -> String {
 fn run_twice_with_one_seed_writes_byte_identical_summaries() {
     let (a, b) = (tmp("det-a"), tmp("det-b"));
     for d in [&a, &b] {
-        let o = weft(&["run", "leaf-spine-2x4", "--traffic", "all-to-all", "--flow-size", "50KB", "--seed", "9", "--out", d.to_str().unwrap()]);
+        let o =
+            weft(&["run", "leaf-spine-2x4", "--traffic", "all-to-all", "--flow-size", "50KB", "--seed", "9", "--out", d.to_str().unwrap()]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let sa = std::fs::read(a.join("summary.json")).unwrap();
@@ -68,7 +69,11 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     assert_one_line_error(&weft(&["run", "--set", "ecmp.use_ports=maybe", "--out", ds]), "not a valid bool", &d);
     assert_one_line_error(&weft(&["run", "--flow-size", "10", "--out", ds]), "has no unit", &d);
     let bad = std::env::temp_dir().join(format!("weft-bad-{}.toml", std::process::id()));
-    std::fs::write(&bad, "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\nhost_link = { rate = \"10G\" }\n").unwrap();
+    std::fs::write(
+        &bad,
+        "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\nhost_link = { rate = \"10G\" }\n",
+    )
+    .unwrap();
     let o = weft(&["validate", bad.to_str().unwrap()]);
     assert_one_line_error(&o, ":6: rate `10G`: unknown unit", &d);
     let _ = std::fs::remove_file(bad);

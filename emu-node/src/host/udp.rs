@@ -309,8 +309,14 @@ impl UdpHost {
             arp::Operation::Request if r.target_ip == self.ip => {
                 let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
                 ethernet::Repr { dst: r.sender_hw, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
-                arp::Repr { operation: arp::Operation::Reply, sender_hw: self.mac, sender_ip: self.ip, target_hw: r.sender_hw, target_ip: r.sender_ip }
-                    .emit(&mut f[ethernet::HEADER_LEN..]);
+                arp::Repr {
+                    operation: arp::Operation::Reply,
+                    sender_hw: self.mac,
+                    sender_ip: self.ip,
+                    target_hw: r.sender_hw,
+                    target_ip: r.sender_ip,
+                }
+                .emit(&mut f[ethernet::HEADER_LEN..]);
                 self.control.push_back(f);
                 self.pump(now, out);
             }

@@ -27,7 +27,12 @@ pub fn info() -> SchemeInfo {
         source: "baseline in all five papers (e.g. ConWeave §4.1)",
         summary: "hash of the 5-tuple (RoCEv2: incl. UDP source port) over equal-cost next hops",
         params: vec![
-            ParamInfo { name: "seed", default: "per switch", unit: "u32", doc: "hash seed (default derived from the run seed and switch id)" },
+            ParamInfo {
+                name: "seed",
+                default: "per switch",
+                unit: "u32",
+                doc: "hash seed (default derived from the run seed and switch id)",
+            },
             ParamInfo { name: "use_ports", default: "true", unit: "bool", doc: "include L4 ports in the hash (false: 3-tuple)" },
         ],
     }
@@ -128,7 +133,8 @@ mod tests {
     fn resilient_selection_moves_only_the_failed_members_flows() {
         let group: Vec<PortId> = (0..8).map(PortId).collect();
         let mut up = vec![true; 8];
-        let before: Vec<PortId> = (0..10_000u32).map(|i| select_resilient(&group, &up, flow_hash(7, (i, 1, 17, 1, 2), true)).0.unwrap()).collect();
+        let before: Vec<PortId> =
+            (0..10_000u32).map(|i| select_resilient(&group, &up, flow_hash(7, (i, 1, 17, 1, 2), true)).0.unwrap()).collect();
         up[3] = false;
         for (i, b) in before.iter().enumerate() {
             let after = select_resilient(&group, &up, flow_hash(7, (i as u32, 1, 17, 1, 2), true)).0.unwrap();

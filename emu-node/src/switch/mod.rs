@@ -32,7 +32,9 @@ use crate::tofino::program::{
 };
 use crate::tofino::registers::PassState;
 use crate::tofino::tm::{PfcTransition, QueueStats};
-use crate::tofino::{Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager};
+use crate::tofino::{
+    Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
+};
 use crate::wire::frame::{FrameInfo, FrameKind};
 use crate::wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress};
 use bytes::BytesMut;
@@ -278,7 +280,8 @@ impl Switch {
     /// Builds the switch of fabric node `node` (id `id`) with its scheme.
     pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: SwitchConfig) -> Result<Self, SwitchError> {
         let spec = node.as_switch().ok_or_else(|| SwitchError::NotASwitch(node.name.clone()))?;
-        let program = schemes::build(&spec.scheme, &spec.params).map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
+        let program =
+            schemes::build(&spec.scheme, &spec.params).map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
         Self::with_program(id, node, cfg, program)
     }
 
@@ -696,7 +699,8 @@ impl Switch {
         let quanta = self.tm.config().pfc.map_or(0xffff, |p| p.pause_quanta);
         let p = &mut self.ports[port.index()];
         let mut f = BytesMut::zeroed(pfc::FRAME_LEN);
-        ethernet::Repr { dst: EthernetAddress::MAC_CONTROL, src: p.spec.mac, vlan_tci: None, ethertype: EtherType::MacControl }.emit(&mut f);
+        ethernet::Repr { dst: EthernetAddress::MAC_CONTROL, src: p.spec.mac, vlan_tci: None, ethertype: EtherType::MacControl }
+            .emit(&mut f);
         pfc::Repr::for_priority(class, if pause { quanta } else { 0 }).emit(&mut f[ethernet::HEADER_LEN..]);
         p.mac_control.push_back(f);
         if pause {

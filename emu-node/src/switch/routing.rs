@@ -50,7 +50,7 @@ impl RouteTable {
             t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), g);
             t.entries += 1;
         }
-        t.by_len.sort_by(|a, b| b.0.cmp(&a.0));
+        t.by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
         t
     }
 

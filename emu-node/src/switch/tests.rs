@@ -29,7 +29,16 @@ fn fabric(hosts: usize, uplinks: usize, rate: BitRate) -> FabricSpec {
     let far = f.add_node("leaf1", sw(SwitchRole::Leaf));
     for i in 0..hosts {
         let ip = Ipv4Address::new(10, 0, 0, 2 + i as u8);
-        let h = f.add_node(format!("h{i}"), NodeKind::Host(HostSpec { kind: HostKind::Synthetic, ip, prefix_len: 24, mac: host_mac(ip), gateway: Ipv4Address::new(10, 0, 0, 1) }));
+        let h = f.add_node(
+            format!("h{i}"),
+            NodeKind::Host(HostSpec {
+                kind: HostKind::Synthetic,
+                ip,
+                prefix_len: 24,
+                mac: host_mac(ip),
+                gateway: Ipv4Address::new(10, 0, 0, 1),
+            }),
+        );
         f.connect(format!("h{i}-leaf0"), h, leaf, rate, 1000, 1500);
     }
     for u in 0..uplinks {
@@ -38,7 +47,16 @@ fn fabric(hosts: usize, uplinks: usize, rate: BitRate) -> FabricSpec {
         f.connect(format!("leaf1-spine{u}"), far, s, rate, 1000, 1500);
     }
     let ip = Ipv4Address::new(10, 0, 1, 2);
-    let h = f.add_node("far", NodeKind::Host(HostSpec { kind: HostKind::Synthetic, ip, prefix_len: 24, mac: host_mac(ip), gateway: Ipv4Address::new(10, 0, 1, 1) }));
+    let h = f.add_node(
+        "far",
+        NodeKind::Host(HostSpec {
+            kind: HostKind::Synthetic,
+            ip,
+            prefix_len: 24,
+            mac: host_mac(ip),
+            gateway: Ipv4Address::new(10, 0, 1, 1),
+        }),
+    );
     f.connect("far-leaf1", h, far, rate, 1000, 1500);
     f.compute_routes();
     f.validate().unwrap();
@@ -69,7 +87,17 @@ fn udp_frame(f: &FabricSpec, from: usize, dst: Ipv4Address, sport: u16, len: usi
     let payload = len - 42;
     let mut b = BytesMut::zeroed(len);
     ethernet::Repr { dst: port.mac, src: port.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
-    ipv4::Repr { src: src_ip, dst, protocol: ipv4::Protocol::Udp, dscp: 0, ecn: ipv4::Ecn::Ect0, ident: 0, ttl: 64, payload_len: 8 + payload }.emit(&mut b[14..]);
+    ipv4::Repr {
+        src: src_ip,
+        dst,
+        protocol: ipv4::Protocol::Udp,
+        dscp: 0,
+        ecn: ipv4::Ecn::Ect0,
+        ident: 0,
+        ttl: 64,
+        payload_len: 8 + payload,
+    }
+    .emit(&mut b[14..]);
     udp::Repr { src_port: sport, dst_port: 5000, payload_len: payload }.emit(&mut b[34..]);
     b
 }
@@ -110,8 +138,14 @@ fn answers_arp_for_the_gateway_only() {
     let mk = |target| {
         let mut b = BytesMut::zeroed(42);
         ethernet::Repr { dst: EthernetAddress::BROADCAST, src: host_mac_, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut b);
-        arp::Repr { operation: arp::Operation::Request, sender_hw: host_mac_, sender_ip: Ipv4Address::new(10, 0, 0, 2), target_hw: EthernetAddress::default(), target_ip: target }
-            .emit(&mut b[14..]);
+        arp::Repr {
+            operation: arp::Operation::Request,
+            sender_hw: host_mac_,
+            sender_ip: Ipv4Address::new(10, 0, 0, 2),
+            target_hw: EthernetAddress::default(),
+            target_ip: target,
+        }
+        .emit(&mut b[14..]);
         b
     };
     let mut out = vec![];
@@ -150,7 +184,10 @@ fn bad_frames_are_counted_and_dropped() {
     s.handle_frame(0, PortId(0), wrong_mac, &mut out);
     s.handle_frame(0, PortId(0), udp_frame(&f, 0, Ipv4Address::new(192, 0, 2, 1), 1, 100), &mut out);
     let c = s.counters();
-    assert_eq!((c.drop_malformed, c.drop_oversize, c.drop_unknown_ethertype, c.drop_ttl, c.drop_not_for_us, c.drop_no_route), (2, 1, 1, 1, 1, 1));
+    assert_eq!(
+        (c.drop_malformed, c.drop_oversize, c.drop_unknown_ethertype, c.drop_ttl, c.drop_not_for_us, c.drop_no_route),
+        (2, 1, 1, 1, 1, 1)
+    );
     assert!(out.is_empty());
     // A random byte soup never panics.
     let mut x = 0x1234_5678_9abc_def0u64;
@@ -245,7 +282,15 @@ impl Program for BigTable {
         "big-table"
     }
     fn declare(&mut self, d: &mut Declarations) {
-        d.table("huge", Gress::Egress, 5, TableKind::Ternary, 20_000, 100, 32);
+        d.table(crate::tofino::resources::TableDecl {
+            name: "huge".into(),
+            gress: Gress::Egress,
+            stage: 5,
+            kind: TableKind::Ternary,
+            entries: 20_000,
+            key_bits: 100,
+            action_bits: 32,
+        });
     }
     fn ingress(&mut self, _cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
         Ok(())
@@ -370,9 +415,9 @@ fn ecmp_spreads_10000_flows_over_8_uplinks_within_10_percent() {
         first_port.push((fr, t.port));
     }
     let mean = 10_000.0 / 8.0;
-    for p in 1..=8 {
-        let dev = (per_port[p] as f64 - mean).abs() / mean;
-        assert!(dev <= 0.10, "uplink {p}: {} flows, {:.1}% from the mean", per_port[p], dev * 100.0);
+    for (p, &n) in per_port.iter().enumerate().skip(1).take(8) {
+        let dev = (n as f64 - mean).abs() / mean;
+        assert!(dev <= 0.10, "uplink {p}: {n} flows, {:.1}% from the mean", dev * 100.0);
     }
     // All packets of a flow take one path.
     for (i, (fr, port)) in first_port.iter().take(500).enumerate() {

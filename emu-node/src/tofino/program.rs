@@ -31,8 +31,8 @@ impl Declarations {
         RegisterId((self.usage.registers.len() - 1) as u16)
     }
     /// Declares a match table.
-    pub fn table(&mut self, name: &str, gress: Gress, stage: u8, kind: TableKind, entries: u32, key_bits: u32, action_bits: u32) {
-        self.usage.tables.push(TableDecl { name: name.into(), gress, stage, kind, entries, key_bits, action_bits });
+    pub fn table(&mut self, table: TableDecl) {
+        self.usage.tables.push(table);
     }
     /// Declares a hash computation.
     pub fn hash(&mut self, name: &str, gress: Gress, stage: u8, bits: u32) {
@@ -259,7 +259,16 @@ pub fn declarations_of(p: &mut dyn Program) -> Declarations {
 
 /// The switch's own L3 tables, declared next to every program (stage 0–1).
 pub fn declare_l3_tables(d: &mut Declarations, routes: u32) {
-    d.table("ipv4_lpm", Gress::Ingress, 0, TableKind::Lpm, routes.max(512), 32, 16);
-    d.table("nexthop_group", Gress::Ingress, 1, TableKind::Exact, 1024, 16, 64);
-    d.table("port_mac_rewrite", Gress::Egress, 0, TableKind::Exact, 512, 9, 96);
+    let t = |name: &str, gress, stage, kind, entries, key_bits, action_bits| TableDecl {
+        name: name.into(),
+        gress,
+        stage,
+        kind,
+        entries,
+        key_bits,
+        action_bits,
+    };
+    d.table(t("ipv4_lpm", Gress::Ingress, 0, TableKind::Lpm, routes.max(512), 32, 16));
+    d.table(t("nexthop_group", Gress::Ingress, 1, TableKind::Exact, 1024, 16, 64));
+    d.table(t("port_mac_rewrite", Gress::Egress, 0, TableKind::Exact, 512, 9, 96));
 }

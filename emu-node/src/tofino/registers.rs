@@ -7,6 +7,7 @@
 //!   was used, a register of stage `j < k` cannot be (to go back, the
 //!   program must recirculate);
 //! - the index is inside the array.
+//!
 //! Violations are [`ProgramError`]s: tests fail on them, the switch counts
 //! them (`program_errors`) and drops the packet.
 

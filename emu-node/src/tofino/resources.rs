@@ -257,12 +257,26 @@ impl ResourceUsage {
                 return Err(err(r.gress, r.stage, Resource::Stages, r.stage as u64 + 1, t.stages as u64, format!("register `{}`", r.name)));
             }
             if r.width_bits > t.max_register_bits {
-                return Err(err(r.gress, r.stage, Resource::RegisterWidth, r.width_bits as u64, t.max_register_bits as u64, format!("register `{}`", r.name)));
+                return Err(err(
+                    r.gress,
+                    r.stage,
+                    Resource::RegisterWidth,
+                    r.width_bits as u64,
+                    t.max_register_bits as u64,
+                    format!("register `{}`", r.name),
+                ));
             }
         }
         for tb in &self.tables {
             if tb.stage >= t.stages {
-                return Err(err(tb.gress, tb.stage, Resource::Stages, tb.stage as u64 + 1, t.stages as u64, format!("table `{}`", tb.name)));
+                return Err(err(
+                    tb.gress,
+                    tb.stage,
+                    Resource::Stages,
+                    tb.stage as u64 + 1,
+                    t.stages as u64,
+                    format!("table `{}`", tb.name),
+                ));
             }
         }
         for h in &self.hashes {

@@ -452,10 +452,7 @@ impl TrafficManager {
     pub fn pfc_wakeup(&self, now: Nanos, port: PortId) -> Option<Nanos> {
         let p = &self.ports[port.index()];
         let waiting = p.nonempty & !p.held;
-        (0..8)
-            .filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0)
-            .map(|c| p.pfc_paused_until[c])
-            .min()
+        (0..8).filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0).map(|c| p.pfc_paused_until[c]).min()
     }
 
     /// Applies a received pause (`until` > now) or resume (`until` = 0) for `class` on `port`.

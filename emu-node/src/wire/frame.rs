@@ -5,7 +5,7 @@
 //! `fuzz/fuzz_targets/frame_parser.rs`); a malformed IPv4/UDP/TCP/BTH header
 //! is an [`Error`], unknown EtherTypes and IP protocols parse as opaque.
 
-use super::{arp, ethernet, ipv4, pfc, roce, tcp, udp, EtherType, Error, Ipv4Address, Result};
+use super::{arp, ethernet, ipv4, pfc, roce, tcp, udp, Error, EtherType, Ipv4Address, Result};
 
 /// What the frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

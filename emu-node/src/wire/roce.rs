@@ -265,11 +265,7 @@ pub struct Reth {
 impl Reth {
     /// Parses 16 bytes (caller guarantees the length).
     pub fn parse(b: &[u8]) -> Self {
-        Reth {
-            virtual_addr: ((be32(b, 0) as u64) << 32) | be32(b, 4) as u64,
-            rkey: be32(b, 8),
-            dma_len: be32(b, 12),
-        }
+        Reth { virtual_addr: ((be32(b, 0) as u64) << 32) | be32(b, 4) as u64, rkey: be32(b, 8), dma_len: be32(b, 12) }
     }
     /// Writes 16 bytes.
     pub fn emit(&self, b: &mut [u8]) {
@@ -400,17 +396,8 @@ mod tests {
         }
         .emit(&mut buf);
         udp::Repr { src_port: 0xc000, dst_port: udp::ROCEV2_PORT, payload_len: l4 - 8 }.emit(&mut buf[20..]);
-        BthRepr {
-            opcode,
-            solicited: false,
-            pad: 0,
-            pkey: DEFAULT_PKEY,
-            dest_qp: 0x11,
-            ack_req: true,
-            psn: 0x123456,
-            reserved15: 0,
-        }
-        .emit(&mut buf[28..]);
+        BthRepr { opcode, solicited: false, pad: 0, pkey: DEFAULT_PKEY, dest_qp: 0x11, ack_req: true, psn: 0x123456, reserved15: 0 }
+            .emit(&mut buf[28..]);
         if opcode.has_reth() {
             Reth { virtual_addr: 0x1000, rkey: 7, dma_len: payload.len() as u32 }.emit(&mut buf[40..56]);
         }

@@ -131,14 +131,7 @@ pub struct Repr {
 impl Repr {
     /// Parses a checked segment.
     pub fn parse<B: AsRef<[u8]>>(p: &Packet<B>) -> Self {
-        Repr {
-            src_port: p.src_port(),
-            dst_port: p.dst_port(),
-            seq: p.seq(),
-            ack: p.ack(),
-            flags: p.flags(),
-            window: p.window(),
-        }
+        Repr { src_port: p.src_port(), dst_port: p.dst_port(), seq: p.seq(), ack: p.ack(), flags: p.flags(), window: p.window() }
     }
     /// Header length.
     pub const fn buffer_len(&self) -> usize {

@@ -94,12 +94,7 @@ pub struct Repr {
 impl Repr {
     /// Parses a checked header.
     pub fn parse<B: AsRef<[u8]>>(p: &Packet<B>) -> Self {
-        Repr {
-            vni: p.vni(),
-            lb_tag: p.lb_tag(),
-            ce: p.ce(),
-            feedback: p.fb_valid().then(|| (p.fb_lb_tag(), p.fb_metric())),
-        }
+        Repr { vni: p.vni(), lb_tag: p.lb_tag(), ce: p.ce(), feedback: p.fb_valid().then(|| (p.fb_lb_tag(), p.fb_metric())) }
     }
     /// Header length.
     pub const fn buffer_len(&self) -> usize {

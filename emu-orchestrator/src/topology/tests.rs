@@ -125,7 +125,9 @@ fn other_errors_are_specific() {
     assert!(err(&LS.replace("leaf-spine", "leaf-spin")).message.contains("unknown generator `leaf-spin`"));
     assert!(err(&format!("{LS}[switches]\nscheme = \"magic\"\n")).message.contains("unknown scheme `magic`"));
     assert!(err(&format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine9\"\naction = \"down\"\n")).message.contains("does not exist"));
-    assert!(err(&format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"degrade\"\n")).message.contains("needs a `rate`"));
+    assert!(err(&format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"degrade\"\n"))
+        .message
+        .contains("needs a `rate`"));
     assert!(err("name = \"x\"\n").message.contains("empty topology"));
     assert!(err(&LS.replace("spines = 2", "spines = 0")).message.contains("spines = 0"));
     assert!(err("[generator\n").line.is_some());

@@ -21,7 +21,8 @@ action = "down"
 #[test]
 fn flows_move_off_a_failed_link() {
     // Every host sends 1 Gbit/s to every other host for 2 ms (32 flows cross the spines).
-    let opts = RunOptions { traffic: Pattern::AllToAll, rate: Some(BitRate::gbps(1)), duration: 2_000_000, seed: 11, ..RunOptions::default() };
+    let opts =
+        RunOptions { traffic: Pattern::AllToAll, rate: Some(BitRate::gbps(1)), duration: 2_000_000, seed: 11, ..RunOptions::default() };
     let s = run(TWO_BY_TWO, &opts).summary;
     let leaf0 = s.switches.iter().find(|w| w.name == "leaf0").unwrap();
     let to_spine0 = leaf0.ports.iter().find(|p| p.peer == "spine0").unwrap();
@@ -29,7 +30,12 @@ fn flows_move_off_a_failed_link() {
     // Before the failure some flows used spine0; afterwards all use spine1, so
     // spine1 carried more than its pre-failure share.
     assert!(to_spine0.counters.tx_bytes > 0);
-    assert!(to_spine1.counters.tx_bytes > to_spine0.counters.tx_bytes * 2, "spine1 {} vs spine0 {}", to_spine1.counters.tx_bytes, to_spine0.counters.tx_bytes);
+    assert!(
+        to_spine1.counters.tx_bytes > to_spine0.counters.tx_bytes * 2,
+        "spine1 {} vs spine0 {}",
+        to_spine1.counters.tx_bytes,
+        to_spine0.counters.tx_bytes
+    );
     // Flows from leaf0's hosts lose at most what was on or queued for the link.
     let from_leaf0 = |src: &str| ["h0", "h1", "h2", "h3"].contains(&src);
     let sent: u64 = s.flows.iter().filter(|f| from_leaf0(&f.src)).map(|f| f.packets_sent).sum();
@@ -61,7 +67,8 @@ link = "leaf0-spine0"
 action = "degrade"
 rate = "5Gbps"
 "#;
-    let opts = RunOptions { traffic: Pattern::Pair(0, 1), rate: Some(BitRate::gbps(10)), duration: 2_000_000, seed: 1, ..RunOptions::default() };
+    let opts =
+        RunOptions { traffic: Pattern::Pair(0, 1), rate: Some(BitRate::gbps(10)), duration: 2_000_000, seed: 1, ..RunOptions::default() };
     let s = run(text, &opts).summary;
     let leaf0 = s.switches.iter().find(|w| w.name == "leaf0").unwrap();
     let up = leaf0.ports.iter().find(|p| p.peer == "spine0").unwrap();

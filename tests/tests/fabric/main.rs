@@ -1,9 +1,9 @@
 //! End-to-end tests across crates: topology file → fabric → virtual-time
 //! engine with switches and hosts → summary. One binary, a module per area.
 
+mod determinism;
 mod failures;
 mod incast;
-mod determinism;
 
 use emu_orchestrator::experiment::{self, RunOptions, RunOutcome};
 use emu_orchestrator::topology::Topology;

@@ -5,9 +5,12 @@
 //! run in the order they were scheduled (as turmoil and nexosim do); the
 //! engine never schedules in the past. A frame a node transmits with its
 //! last bit at `end` is delivered to the peer port at `end + link delay`
-//! (store-and-forward). Each node has at most one live timer event, armed
-//! from its `poll_timeout()` after every input and cancelled lazily by a
-//! generation number. Link events of the topology schedule take links down,
+//! (store-and-forward). A link direction is a FIFO channel (frames leave in
+//! order and share one delay), so only each channel's head frame sits in the
+//! event queue: the queue stays as small as the number of links, not of
+//! frames in flight. Each node has at most one live timer event, armed
+//! from its `poll_timeout()` after every input and cancelled lazily (an
+//! event whose sequence number is not the node's armed one is skipped). Link events of the topology schedule take links down,
 //! up, or change their rate at the given times.
 //!
 //! Determinism: no wall clock and no global RNG are read; node RNGs are
@@ -21,8 +24,10 @@ use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
 use crate::time::{BitRate, Nanos};
 use crate::tofino::{PfcConfig, TargetProfile, TmConfig};
 use bytes::BytesMut;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use event_queue::{Event, EventQueue};
+use std::collections::VecDeque;
+
+pub mod event_queue;
 
 /// A node driven by the engine.
 #[derive(Debug)]
@@ -54,34 +59,19 @@ impl Node {
     }
 }
 
-enum EventKind {
-    Deliver { node: NodeId, port: PortId, frame: BytesMut },
-    Timer { node: NodeId, generation: u64 },
-    Link(LinkEvent),
-}
+/// An [`Event`]'s `tag` packs the sequence number (high 40 bits) and what
+/// happens (low 24 bits: a channel id, `timer_base + node`, or `link_base +
+/// schedule index`). Sequence numbers are unique, so ordering by
+/// `(at, tag)` is ordering by `(at, seq)`, and a timer event is live only if
+/// its tag is the one its node armed (lazy cancellation).
+const ID_BITS: u32 = 24;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
 
-struct Event {
-    at: Nanos,
-    seq: u64,
-    kind: EventKind,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        self.at == o.at && self.seq == o.seq
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Reversed: BinaryHeap is a max-heap, we pop the earliest.
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
+/// One direction of a link: frames in flight, in departure order.
+struct Channel {
+    to: (NodeId, PortId),
+    link: LinkId,
+    in_flight: VecDeque<(Event, BytesMut)>,
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +134,18 @@ pub enum EngineError {
     },
 }
 
+/// Hints the CPU to load the cache line at `p` (no effect on results).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Derives a node's RNG seed from the run seed (SplitMix64 of both).
 pub fn node_seed(run_seed: u64, node: NodeId) -> u64 {
     let mut z = run_seed ^ ((node.0 as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -158,27 +160,40 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &EngineConfig) -> R
     let Some(s) = n.as_switch() else {
         return Err(SwitchError::NotASwitch(n.name.clone()).into());
     };
-    let target = TargetProfile::by_name(&s.target).ok_or_else(|| EngineError::UnknownTarget { switch: n.name.clone(), target: s.target.clone() })?;
+    let target =
+        TargetProfile::by_name(&s.target).ok_or_else(|| EngineError::UnknownTarget { switch: n.name.clone(), target: s.target.clone() })?;
     let queues = s.queues_per_port.unwrap_or(target.queues_per_port);
     let buffer = s.buffer_bytes.unwrap_or(target.buffer_bytes());
     let mut tm = TmConfig::standard(queues, buffer, target.cell_bytes, s.ecn);
     if s.pfc {
         tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
     }
-    Ok(SwitchConfig { target, tm, snapshot_period_ns: cfg.snapshot_period_ns, cpu_latency_ns: cfg.cpu_latency_ns, seed: node_seed(cfg.seed, node), strict: cfg.strict })
+    Ok(SwitchConfig {
+        target,
+        tm,
+        snapshot_period_ns: cfg.snapshot_period_ns,
+        cpu_latency_ns: cfg.cpu_latency_ns,
+        seed: node_seed(cfg.seed, node),
+        strict: cfg.strict,
+    })
 }
 
 /// The discrete-event engine.
 pub struct Engine {
     now: Nanos,
     seq: u64,
-    queue: BinaryHeap<Event>,
+    queue: EventQueue,
     nodes: Vec<Node>,
-    peers: Vec<Vec<(NodeId, PortId, LinkId)>>,
+    /// Channel id of (node, egress port).
+    channel_of: Vec<Vec<u32>>,
+    channels: Vec<Channel>,
     links: Vec<LinkState>,
     ends: Vec<[(NodeId, PortId); 2]>,
+    schedule: Vec<LinkEvent>,
+    timer_base: u64,
+    link_base: u64,
+    /// Sequence number of each node's live timer event.
     armed: Vec<Option<(Nanos, u64)>>,
-    generation: u64,
     out: Vec<Transmit>,
     totals: EngineTotals,
 }
@@ -200,25 +215,46 @@ impl Engine {
 
     /// Builds an engine from already-built nodes (tests with custom programs).
     pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Self {
-        let peers = fabric.nodes.iter().map(|n| n.ports.iter().map(|p| (p.peer, p.peer_port, p.link)).collect()).collect();
-        let links = fabric.links.iter().map(|l| LinkState { up: true, delay: l.delay, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
+        let mut channels = Vec::new();
+        let channel_of = fabric
+            .nodes
+            .iter()
+            .map(|n| {
+                n.ports
+                    .iter()
+                    .map(|p| {
+                        channels.push(Channel { to: (p.peer, p.peer_port), link: p.link, in_flight: VecDeque::new() });
+                        (channels.len() - 1) as u32
+                    })
+                    .collect()
+            })
+            .collect();
+        let links =
+            fabric.links.iter().map(|l| LinkState { up: true, delay: l.delay, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
         let ends = fabric.links.iter().map(|l| [l.a, l.b]).collect();
         let n = nodes.len();
+        let timer_base = channels.len() as u64;
+        let link_base = timer_base + n as u64;
+        assert!(link_base + fabric.schedule.len() as u64 <= ID_MASK, "fabric too large for the event encoding");
         let mut e = Engine {
             now: 0,
             seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             nodes,
-            peers,
+            channel_of,
+            channels,
             links,
             ends,
+            schedule: fabric.schedule.clone(),
+            timer_base,
+            link_base,
             armed: vec![None; n],
-            generation: 0,
             out: Vec::new(),
             totals: EngineTotals::default(),
         };
-        for ev in &fabric.schedule {
-            e.push(ev.at, EventKind::Link(*ev));
+        for (i, ev) in fabric.schedule.iter().enumerate() {
+            let tag = e.next_tag(link_base + i as u64);
+            e.queue.push(Event { at: ev.at, tag });
         }
         for i in 0..n {
             e.rearm(NodeId(i as u32));
@@ -226,10 +262,10 @@ impl Engine {
         e
     }
 
-    fn push(&mut self, at: Nanos, kind: EventKind) {
-        debug_assert!(at >= self.now, "scheduling in the past");
+    #[inline]
+    fn next_tag(&mut self, id: u64) -> u64 {
         self.seq += 1;
-        self.queue.push(Event { at: at.max(self.now), seq: self.seq, kind });
+        (self.seq << ID_BITS) | id
     }
 
     fn rearm(&mut self, node: NodeId) {
@@ -239,24 +275,32 @@ impl Engine {
                 return;
             }
         }
-        self.generation += 1;
-        let g = self.generation;
-        self.armed[node.index()] = Some((t, g));
-        self.push(t.max(self.now), EventKind::Timer { node, generation: g });
+        let at = t.max(self.now);
+        let tag = self.next_tag(self.timer_base + node.0 as u64);
+        self.armed[node.index()] = Some((t, tag));
+        self.queue.push(Event { at, tag });
     }
 
     fn flush(&mut self, node: NodeId) {
         let mut out = std::mem::take(&mut self.out);
+        let chans = &self.channel_of[node.index()];
         for t in out.drain(..) {
-            let Some(&(peer, peer_port, link)) = self.peers[node.index()].get(t.port.index()) else { continue };
-            let l = &mut self.links[link.index()];
+            let Some(&c) = chans.get(t.port.index()) else { continue };
+            let ch = &mut self.channels[c as usize];
+            let l = &mut self.links[ch.link.index()];
             if !l.up {
                 l.drops += 1;
                 self.totals.link_down_drops += 1;
                 continue;
             }
             let at = t.end + l.delay;
-            self.push(at, EventKind::Deliver { node: peer, port: peer_port, frame: t.frame });
+            self.seq += 1;
+            let ev = Event { at, tag: (self.seq << ID_BITS) | c as u64 };
+            debug_assert!(ch.in_flight.back().is_none_or(|b| b.0.at <= at), "a channel delivers in order");
+            ch.in_flight.push_back((ev, t.frame));
+            if ch.in_flight.len() == 1 {
+                self.queue.push(ev);
+            }
         }
         self.out = out;
         self.rearm(node);
@@ -313,35 +357,48 @@ impl Engine {
                 _ => break,
             }
             let Some(ev) = self.queue.pop() else { break };
+            // The next frame's header is almost always cold (it waited in a
+            // queue or on a link while thousands of events ran): start
+            // loading it now, while this event is processed.
+            if let Some(next) = self.queue.peek() {
+                if let Some((_, f)) = self.channels.get((next.tag & ID_MASK) as usize).and_then(|c| c.in_flight.front()) {
+                    prefetch(f.as_ptr());
+                }
+            }
             self.now = ev.at;
-            match ev.kind {
-                EventKind::Deliver { node, port, frame } => {
-                    n += 1;
-                    match &mut self.nodes[node.index()] {
-                        Node::Switch(s) => {
-                            self.totals.packet_hops += 1;
-                            s.handle_frame(ev.at, port, frame, &mut self.out);
-                        }
-                        h => {
-                            self.totals.host_deliveries += 1;
-                            h.handle_frame(ev.at, port, frame, &mut self.out);
-                        }
+            let id = ev.tag & ID_MASK;
+            if id < self.timer_base {
+                let ch = &mut self.channels[id as usize];
+                let Some((_, frame)) = ch.in_flight.pop_front() else { continue };
+                let (node, port) = ch.to;
+                if let Some(&(next, _)) = ch.in_flight.front() {
+                    self.queue.push(next);
+                }
+                n += 1;
+                match &mut self.nodes[node.index()] {
+                    Node::Switch(s) => {
+                        self.totals.packet_hops += 1;
+                        s.handle_frame(ev.at, port, frame, &mut self.out);
                     }
-                    self.flush(node);
-                }
-                EventKind::Timer { node, generation } => {
-                    if self.armed[node.index()].map(|(_, g)| g) != Some(generation) {
-                        continue;
+                    h => {
+                        self.totals.host_deliveries += 1;
+                        h.handle_frame(ev.at, port, frame, &mut self.out);
                     }
-                    n += 1;
-                    self.armed[node.index()] = None;
-                    self.nodes[node.index()].handle_timeout(ev.at, &mut self.out);
-                    self.flush(node);
                 }
-                EventKind::Link(le) => {
-                    n += 1;
-                    self.apply_link_event(le);
+                self.flush(node);
+            } else if id < self.link_base {
+                let node = NodeId((id - self.timer_base) as u32);
+                if self.armed[node.index()].map(|(_, tag)| tag) != Some(ev.tag) {
+                    continue;
                 }
+                n += 1;
+                self.armed[node.index()] = None;
+                self.nodes[node.index()].handle_timeout(ev.at, &mut self.out);
+                self.flush(node);
+            } else {
+                n += 1;
+                let le = self.schedule[(id - self.link_base) as usize];
+                self.apply_link_event(le);
             }
         }
         self.totals.events += n;
