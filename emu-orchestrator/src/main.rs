@@ -14,10 +14,6 @@ use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
 use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use std::path::PathBuf;
 
-/// mimalloc: frames are allocated by hosts and freed at their receiver or
-/// at a drop, in a pattern glibc's allocator serves slowly (BENCHMARKS.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "weft", version, about = "weft: a data-center fabric emulator with a Tofino2 model", long_about = None)]

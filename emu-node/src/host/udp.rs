@@ -253,7 +253,8 @@ impl UdpHost {
             }
         };
         match info.kind {
-            FrameKind::Pfc(r) => {
+            FrameKind::Pfc => {
+                let Some(r) = info.pfc(&frame) else { return };
                 self.counters.pfc_received += 1;
                 for c in 0..8 {
                     if r.class_enable & (1 << c) != 0 {

@@ -432,7 +432,6 @@ impl Switch {
             p.mac_control.clear();
             let mut pfc = std::mem::take(&mut self.pfc_scratch);
             self.counters.drop_link_down += self.tm.flush_port(port, &mut pfc);
-            self.tm.pfc_receive(port, 0xff, 0);
             for c in 0..8 {
                 self.tm.pfc_receive(port, c, 0);
             }
@@ -525,8 +524,8 @@ impl Switch {
             _ => None,
         };
         match info.kind {
-            FrameKind::Pfc(r) => {
-                if let PacketSource::Port(p) = source {
+            FrameKind::Pfc => {
+                if let (PacketSource::Port(p), Some(r)) = (source, info.pfc(&frame)) {
                     self.receive_pfc(now, p, r, out);
                 }
                 return;

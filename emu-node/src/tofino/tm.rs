@@ -204,6 +204,8 @@ struct PortState {
     held: u128,
     /// Per PFC class: paused by a received pause frame until this time.
     pfc_paused_until: [Nanos; 8],
+    /// Latest of `pfc_paused_until` (no class is paused from then on).
+    pfc_any_until: Nanos,
     rr: [u8; 8],
     bytes: u64,
 }
@@ -274,6 +276,7 @@ impl TrafficManager {
                     nonempty: 0,
                     held: 0,
                     pfc_paused_until: [0; 8],
+                    pfc_any_until: 0,
                     rr: [0; 8],
                     bytes: 0,
                 })
@@ -366,10 +369,8 @@ impl TrafficManager {
         if eligible == 0 {
             return None;
         }
-        for c in 0..8 {
-            if p.pfc_paused_until[c] > now {
-                eligible &= !self.class_mask[c];
-            }
+        if p.pfc_any_until > now {
+            eligible &= !Self::pfc_blocked(&self.class_mask, p, now);
         }
         if eligible == 0 {
             return None;
@@ -436,28 +437,36 @@ impl TrafficManager {
         Some(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth })
     }
 
+    /// Queues blocked by received PFC pauses at `now`.
+    fn pfc_blocked(class_mask: &[u128; 8], p: &PortState, now: Nanos) -> u128 {
+        (0..8).filter(|&c| p.pfc_paused_until[c] > now).fold(0, |m, c| m | class_mask[c])
+    }
+
     /// Whether `port` has packets it could send now.
     pub fn has_eligible(&self, now: Nanos, port: PortId) -> bool {
         let p = &self.ports[port.index()];
-        let mut e = p.nonempty & !p.held;
-        for c in 0..8 {
-            if p.pfc_paused_until[c] > now {
-                e &= !self.class_mask[c];
-            }
+        let e = p.nonempty & !p.held;
+        if e == 0 || p.pfc_any_until <= now {
+            return e != 0;
         }
-        e != 0
+        e & !Self::pfc_blocked(&self.class_mask, p, now) != 0
     }
 
     /// Earliest time a received PFC pause on `port` ends while packets wait behind it.
     pub fn pfc_wakeup(&self, now: Nanos, port: PortId) -> Option<Nanos> {
         let p = &self.ports[port.index()];
+        if p.pfc_any_until <= now {
+            return None;
+        }
         let waiting = p.nonempty & !p.held;
         (0..8).filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0).map(|c| p.pfc_paused_until[c]).min()
     }
 
     /// Applies a received pause (`until` > now) or resume (`until` = 0) for `class` on `port`.
     pub fn pfc_receive(&mut self, port: PortId, class: u8, until: Nanos) {
-        self.ports[port.index()].pfc_paused_until[(class & 7) as usize] = until;
+        let p = &mut self.ports[port.index()];
+        p.pfc_paused_until[(class & 7) as usize] = until;
+        p.pfc_any_until = p.pfc_paused_until.iter().copied().max().unwrap_or(0);
     }
 
     /// Whether `class` on egress `port` is paused by a received PFC frame.

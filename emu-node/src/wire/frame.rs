@@ -14,8 +14,8 @@ pub enum FrameKind {
     Ipv4,
     /// ARP (validated).
     Arp,
-    /// A PFC frame (parsed).
-    Pfc(pfc::Repr),
+    /// A PFC frame (validated; [`FrameInfo::pfc`] decodes it).
+    Pfc,
     /// Any other EtherType, forwarded opaquely or dropped by the switch.
     Other(u16),
 }
@@ -72,10 +72,22 @@ impl FrameInfo {
                 arp::Packet::new_checked(payload)?;
                 (FrameKind::Arp, None)
             }
-            EtherType::MacControl => (FrameKind::Pfc(pfc::Repr::parse(payload)?), None),
+            EtherType::MacControl => {
+                pfc::Repr::parse(payload)?;
+                (FrameKind::Pfc, None)
+            }
             other => (FrameKind::Other(other.into()), None),
         };
         Ok(FrameInfo { kind, pcp, l3_offset: l3 as u16, ip })
+    }
+
+    /// The pause times of a [`FrameKind::Pfc`] frame (`frame` is the frame
+    /// this info was parsed from).
+    pub fn pfc(&self, frame: &[u8]) -> Option<pfc::Repr> {
+        match self.kind {
+            FrameKind::Pfc => pfc::Repr::parse(frame.get(self.l3_offset as usize..)?).ok(),
+            _ => None,
+        }
     }
 
     /// The ECMP 5-tuple hash input: (src, dst, protocol, src port, dst port).
