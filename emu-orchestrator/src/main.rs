@@ -14,7 +14,6 @@ use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
 use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use std::path::PathBuf;
 
-
 #[derive(Parser)]
 #[command(name = "weft", version, about = "weft: a data-center fabric emulator with a Tofino2 model", long_about = None)]
 struct Cli {

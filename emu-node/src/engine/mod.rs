@@ -68,16 +68,20 @@ const ID_BITS: u32 = 24;
 const ID_MASK: u64 = (1 << ID_BITS) - 1;
 
 /// One direction of a link: frames in flight, in departure order.
+///
+/// It carries a copy of its link's state (`up`, `delay`) so that sending a
+/// frame touches one structure, not two (the hot path is memory-bound).
 struct Channel {
     to: (NodeId, PortId),
     link: LinkId,
+    up: bool,
+    delay: Nanos,
     in_flight: VecDeque<(Event, BytesMut)>,
 }
 
 #[derive(Debug, Clone)]
 struct LinkState {
     up: bool,
-    delay: Nanos,
     rate: BitRate,
     nominal_rate: BitRate,
     drops: u64,
@@ -223,14 +227,14 @@ impl Engine {
                 n.ports
                     .iter()
                     .map(|p| {
-                        channels.push(Channel { to: (p.peer, p.peer_port), link: p.link, in_flight: VecDeque::new() });
+                        let delay = fabric.links.get(p.link.index()).map_or(0, |l| l.delay);
+                        channels.push(Channel { to: (p.peer, p.peer_port), link: p.link, up: true, delay, in_flight: VecDeque::new() });
                         (channels.len() - 1) as u32
                     })
                     .collect()
             })
             .collect();
-        let links =
-            fabric.links.iter().map(|l| LinkState { up: true, delay: l.delay, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
+        let links = fabric.links.iter().map(|l| LinkState { up: true, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
         let ends = fabric.links.iter().map(|l| [l.a, l.b]).collect();
         let n = nodes.len();
         let timer_base = channels.len() as u64;
@@ -287,13 +291,12 @@ impl Engine {
         for t in out.drain(..) {
             let Some(&c) = chans.get(t.port.index()) else { continue };
             let ch = &mut self.channels[c as usize];
-            let l = &mut self.links[ch.link.index()];
-            if !l.up {
-                l.drops += 1;
+            if !ch.up {
+                self.links[ch.link.index()].drops += 1;
                 self.totals.link_down_drops += 1;
                 continue;
             }
-            let at = t.end + l.delay;
+            let at = t.end + ch.delay;
             self.seq += 1;
             let ev = Event { at, tag: (self.seq << ID_BITS) | c as u64 };
             debug_assert!(ch.in_flight.back().is_none_or(|b| b.0.at <= at), "a channel delivers in order");
@@ -417,6 +420,9 @@ impl Engine {
             LinkAction::Degrade(r) => l.rate = r,
         }
         let (up, rate) = (l.up, l.rate);
+        for ch in self.channels.iter_mut().filter(|c| c.link == le.link) {
+            ch.up = up;
+        }
         for (node, port) in self.ends[le.link.index()] {
             match &mut self.nodes[node.index()] {
                 Node::Switch(s) => {

@@ -31,7 +31,7 @@ use crate::tofino::program::{
     declarations_of, declare_l3_tables, CpuCx, EgressCx, IngressDecision, PacketGenerator, PacketSource, QueueDepths,
 };
 use crate::tofino::registers::PassState;
-use crate::tofino::tm::{PfcTransition, QueueStats};
+use crate::tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
 use crate::tofino::{
     Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
 };
@@ -668,6 +668,37 @@ impl Switch {
             self.counters.drop_link_down += 1;
             return;
         }
+        // Cut-through fast path: an idle front-panel port with nothing queued
+        // sends the packet at once; the TM accounts it as enqueued and
+        // dequeued (same counters, same RED decision) without buffering it.
+        if port.index() < self.ports.len()
+            && !self.ports[port.index()].serializer.is_busy(now)
+            && self.ports[port.index()].mac_control.is_empty()
+        {
+            match self.tm.pass_through(now, port, queue, frame, &mut self.rng) {
+                Ok(d) => {
+                    self.depart(now, port, d, out);
+                    return;
+                }
+                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, port, queue, f, in_port, out),
+                Err(PassThrough::Dropped(_)) => {
+                    self.counters.drop_tm += 1;
+                    return;
+                }
+            }
+        }
+        self.enqueue_slow(now, port, queue, frame, in_port, out);
+    }
+
+    fn enqueue_slow(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        queue: QueueId,
+        frame: BytesMut,
+        in_port: Option<PortId>,
+        out: &mut Vec<Transmit>,
+    ) {
         let mut pfc = std::mem::take(&mut self.pfc_scratch);
         match self.tm.enqueue(now, port, queue, frame, in_port, &mut pfc) {
             Ok(()) => {}
@@ -763,53 +794,61 @@ impl Switch {
         }
         let mut pfc = std::mem::take(&mut self.pfc_scratch);
         loop {
-            let Some(mut d) = self.tm.dequeue(now, port, &mut self.rng, &mut pfc) else {
+            let Some(d) = self.tm.dequeue(now, port, &mut self.rng, &mut pfc) else {
                 if let Some(t) = self.tm.pfc_wakeup(now, port) {
                     self.arm(port, t);
                 }
                 break;
             };
-            self.pass_serial += 1;
-            let mut cx = EgressCx {
-                now,
-                frame: &mut d.pkt.frame,
-                port,
-                queue: d.queue,
-                enq_ts: d.pkt.enq_ts,
-                enq_depth: d.pkt.enq_depth,
-                deq_depth: d.deq_depth,
-                depths: &self.tm,
-                drop: false,
-                flow_control: Vec::new(),
-                regs: &mut self.regs,
-                pass: PassState::new(self.pass_serial, Gress::Egress),
-            };
-            let r = self.program.egress(&mut cx);
-            let (dropped, fcs) = (cx.drop, std::mem::take(&mut cx.flow_control));
-            for fc in fcs {
-                if fc.pause {
-                    self.tm.pause_queue(fc.port, fc.queue);
-                } else {
-                    self.tm.resume_queue(fc.port, fc.queue);
-                }
+            if self.depart(now, port, d, out) {
+                break;
             }
-            if let Err(e) = r {
-                self.program_error(e);
-                continue;
-            }
-            if dropped {
-                self.counters.drop_program += 1;
-                continue;
-            }
-            if d.mark_ce && mark_ce(&mut d.pkt.frame) {
-                self.counters.ecn_marks += 1;
-                self.tm.count_mark(port, d.queue);
-            }
-            self.transmit(now, port, d.pkt.frame, out);
-            break;
         }
         self.emit_pfc(now, &mut pfc, out);
         self.pfc_scratch = pfc;
+    }
+
+    /// Runs the egress pipeline on a dequeued packet, marks ECN and sends it.
+    /// Returns whether it was sent (the egress program may drop it).
+    fn depart(&mut self, now: Nanos, port: PortId, mut d: Dequeued, out: &mut Vec<Transmit>) -> bool {
+        self.pass_serial += 1;
+        let mut cx = EgressCx {
+            now,
+            frame: &mut d.pkt.frame,
+            port,
+            queue: d.queue,
+            enq_ts: d.pkt.enq_ts,
+            enq_depth: d.pkt.enq_depth,
+            deq_depth: d.deq_depth,
+            depths: &self.tm,
+            drop: false,
+            flow_control: Vec::new(),
+            regs: &mut self.regs,
+            pass: PassState::new(self.pass_serial, Gress::Egress),
+        };
+        let r = self.program.egress(&mut cx);
+        let (dropped, fcs) = (cx.drop, std::mem::take(&mut cx.flow_control));
+        for fc in fcs {
+            if fc.pause {
+                self.tm.pause_queue(fc.port, fc.queue);
+            } else {
+                self.tm.resume_queue(fc.port, fc.queue);
+            }
+        }
+        if let Err(e) = r {
+            self.program_error(e);
+            return false;
+        }
+        if dropped {
+            self.counters.drop_program += 1;
+            return false;
+        }
+        if d.mark_ce && mark_ce(&mut d.pkt.frame) {
+            self.counters.ecn_marks += 1;
+            self.tm.count_mark(port, d.queue);
+        }
+        self.transmit(now, port, d.pkt.frame, out);
+        true
     }
 
     fn transmit(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {

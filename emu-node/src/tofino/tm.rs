@@ -210,6 +210,15 @@ struct PortState {
     bytes: u64,
 }
 
+/// Why [`TrafficManager::pass_through`] did not pass a packet.
+#[derive(Debug)]
+pub enum PassThrough {
+    /// The port has packets or the queue may not send: buffer it.
+    Queued(BytesMut),
+    /// The buffer is full: dropped (counted).
+    Dropped(BytesMut),
+}
+
 /// A PFC transition the switch must announce upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PfcTransition {
@@ -358,6 +367,49 @@ impl TrafficManager {
             }
         }
         Ok(())
+    }
+
+    /// Cut-through: if `port` holds no packet at all and `queue` may send
+    /// (not paused by the pipeline or by PFC), the packet is accounted as
+    /// enqueued and immediately dequeued (counters, max depth, the RED
+    /// decision at its own depth) and returned without being buffered; its
+    /// cells are never held, so it cannot trigger PFC. Otherwise the frame
+    /// is handed back for [`TrafficManager::enqueue`].
+    pub fn pass_through(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        queue: QueueId,
+        frame: BytesMut,
+        rng: &mut impl Rng,
+    ) -> Result<Dequeued, PassThrough> {
+        let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
+        let class = self.cfg.queues[qi].pfc_class as usize;
+        let cells = self.cells_of(frame.len()) as u64;
+        let free = self.total_cells.saturating_sub(self.used_cells);
+        let Some(p) = self.ports.get_mut(port.index()) else { return Err(PassThrough::Queued(frame)) };
+        if p.nonempty != 0 || p.queues[qi].paused || p.pfc_paused_until[class] > now {
+            return Err(PassThrough::Queued(frame));
+        }
+        let q = &mut p.queues[qi];
+        if cells > free {
+            q.stats.drops_buffer_full += 1;
+            return Err(PassThrough::Dropped(frame));
+        }
+        let len = frame.len() as u64;
+        q.stats.enq_packets += 1;
+        q.stats.tx_packets += 1;
+        q.stats.tx_bytes += len;
+        q.stats.max_depth_bytes = q.stats.max_depth_bytes.max(len);
+        let mark_ce = match self.cfg.queues[qi].ecn {
+            Some(red) => {
+                let pr = red.probability(len);
+                pr >= 1.0 || (pr > 0.0 && rng.random::<f64>() < pr)
+            }
+            None => false,
+        };
+        let pkt = QueuedPacket { frame, ingress_port: None, pfc_class: class as u8, enq_ts: now, enq_depth: 0, cells: cells as u32 };
+        Ok(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth: len })
     }
 
     /// Picks the next packet of `port` by strict priority + DWRR, honouring
