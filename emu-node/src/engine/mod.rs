@@ -128,6 +128,14 @@ pub enum EngineError {
     /// A host could not be built.
     #[error(transparent)]
     Host(#[from] crate::host::udp::HostError),
+    /// More ports + nodes + link events than the event encoding holds.
+    #[error("fabric too large for one engine: {ids} channels, nodes and link events (at most {max})")]
+    TooLarge {
+        /// Needed ids.
+        ids: u64,
+        /// Limit.
+        max: u64,
+    },
     /// Unknown target profile.
     #[error("switch `{switch}`: unknown target `{target}` (known: tofino2, tofino1, unlimited)")]
     UnknownTarget {
@@ -214,11 +222,11 @@ impl Engine {
                 NodeKind::Host(_) => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
             });
         }
-        Ok(Self::with_nodes(fabric, nodes))
+        Self::with_nodes(fabric, nodes)
     }
 
     /// Builds an engine from already-built nodes (tests with custom programs).
-    pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Self {
+    pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Result<Self, EngineError> {
         let mut channels = Vec::new();
         let channel_of = fabric
             .nodes
@@ -239,7 +247,9 @@ impl Engine {
         let n = nodes.len();
         let timer_base = channels.len() as u64;
         let link_base = timer_base + n as u64;
-        assert!(link_base + fabric.schedule.len() as u64 <= ID_MASK, "fabric too large for the event encoding");
+        if link_base + fabric.schedule.len() as u64 > ID_MASK {
+            return Err(EngineError::TooLarge { ids: link_base + fabric.schedule.len() as u64, max: ID_MASK });
+        }
         let mut e = Engine {
             now: 0,
             seq: 0,
@@ -263,7 +273,7 @@ impl Engine {
         for i in 0..n {
             e.rearm(NodeId(i as u32));
         }
-        e
+        Ok(e)
     }
 
     #[inline]

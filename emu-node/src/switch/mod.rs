@@ -191,6 +191,7 @@ enum InternalKind {
 struct PortSnapshot {
     taken_at: Option<Nanos>,
     queues: Vec<u64>,
+    cells: Vec<u64>,
     total: u64,
 }
 
@@ -215,6 +216,8 @@ impl DepthSnapshot<'_> {
             let n = self.tm.config().queues_per_port;
             s.queues.clear();
             s.queues.extend((0..n).map(|q| self.tm.queue_bytes(port, QueueId(q))));
+            s.cells.clear();
+            s.cells.extend((0..n).map(|q| self.tm.queue_cells(port, QueueId(q))));
             s.total = self.tm.port_bytes(port);
             s.taken_at = Some(self.now);
         }
@@ -229,6 +232,9 @@ impl QueueDepths for DepthSnapshot<'_> {
     fn port_bytes(&self, port: PortId) -> u64 {
         self.with_port(port, |s| s.total)
     }
+    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64 {
+        self.with_port(port, |s| s.cells.get(queue.0 as usize).copied().unwrap_or(0))
+    }
 }
 
 impl QueueDepths for TrafficManager {
@@ -237,6 +243,9 @@ impl QueueDepths for TrafficManager {
     }
     fn port_bytes(&self, port: PortId) -> u64 {
         TrafficManager::port_bytes(self, port)
+    }
+    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64 {
+        TrafficManager::queue_cells(self, port, queue)
     }
 }
 

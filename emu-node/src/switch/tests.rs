@@ -455,6 +455,8 @@ fn ingress_sees_a_queue_depth_snapshot_egress_the_exact_depth() {
         fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
             let p = cx.group[0];
             self.seen.lock().unwrap().push((cx.now, cx.depths.port_bytes(p)));
+            // Cells as the hardware reports them: 1000 B frames are 6 cells of 176 B.
+            assert_eq!(cx.depths.queue_cells(p, QueueId(0)) * 1000, cx.depths.queue_bytes(p, QueueId(0)) * 6);
             cx.forward(p);
             Ok(())
         }

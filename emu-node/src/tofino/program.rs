@@ -131,6 +131,8 @@ pub trait QueueDepths {
     fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64;
     /// Total port depth in bytes.
     fn port_bytes(&self, port: PortId) -> u64;
+    /// Queue depth in buffer cells (what the hardware reports).
+    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64;
 }
 
 /// Everything a program sees and decides in one ingress pass.

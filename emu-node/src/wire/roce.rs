@@ -472,6 +472,17 @@ mod tests {
     }
 
     #[test]
+    fn cnp_is_a_bth_with_16_reserved_bytes_and_a_valid_icrc() {
+        let buf = roce_packet(&[0u8; CNP_PAYLOAD_LEN], Opcode::Cnp);
+        let bth = BthPacket::new_checked(&buf[28..]).unwrap();
+        assert_eq!(bth.opcode(), Opcode::Cnp);
+        assert_eq!(u8::from(bth.opcode()), 0x81);
+        assert_eq!(bth.ext_header().len(), 0);
+        assert_eq!(buf.len(), 20 + 8 + BTH_LEN + CNP_PAYLOAD_LEN + ICRC_LEN);
+        assert!(verify_icrc(&buf).unwrap());
+    }
+
+    #[test]
     fn aeth_kinds() {
         for kind in [AethKind::Ack { credits: 31 }, AethKind::Nak(0), AethKind::RnrNak(3)] {
             let a = Aeth { kind, msn: 0xabcdef };
