@@ -4,7 +4,7 @@
 
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use emu_node::fabric::{host_mac, FabricSpec, HostKind, HostSpec, NodeKind, SwitchRole, SwitchSpec};
+use emu_node::fabric::FabricSpec;
 use emu_node::ids::{NodeId, PortId};
 use emu_node::schemes::ecmp::Ecmp;
 use emu_node::switch::{Switch, SwitchConfig, Transmit};
@@ -15,53 +15,7 @@ use emu_node::wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
 use std::hint::black_box;
 
 fn leaf_with_8_uplinks() -> FabricSpec {
-    let mut f = FabricSpec::default();
-    let sw = |role| {
-        NodeKind::Switch(SwitchSpec {
-            role,
-            target: "tofino2".into(),
-            scheme: "ecmp".into(),
-            params: Default::default(),
-            buffer_bytes: None,
-            queues_per_port: None,
-            pfc: false,
-            ecn: None,
-            routes: vec![],
-        })
-    };
-    let leaf = f.add_node("leaf0", sw(SwitchRole::Leaf));
-    let far = f.add_node("leaf1", sw(SwitchRole::Leaf));
-    let ip = Ipv4Address::new(10, 0, 0, 2);
-    let h = f.add_node(
-        "h0",
-        NodeKind::Host(HostSpec {
-            kind: HostKind::Synthetic,
-            ip,
-            prefix_len: 24,
-            mac: host_mac(ip),
-            gateway: Ipv4Address::new(10, 0, 0, 1),
-        }),
-    );
-    f.connect("h0-leaf0", h, leaf, BitRate::gbps(100), 1000, 1500);
-    for u in 0..8 {
-        let s = f.add_node(format!("spine{u}"), sw(SwitchRole::Spine));
-        f.connect(format!("leaf0-spine{u}"), leaf, s, BitRate::gbps(100), 1000, 1500);
-        f.connect(format!("leaf1-spine{u}"), far, s, BitRate::gbps(100), 1000, 1500);
-    }
-    let ip = Ipv4Address::new(10, 0, 1, 2);
-    let h = f.add_node(
-        "far",
-        NodeKind::Host(HostSpec {
-            kind: HostKind::Synthetic,
-            ip,
-            prefix_len: 24,
-            mac: host_mac(ip),
-            gateway: Ipv4Address::new(10, 0, 1, 1),
-        }),
-    );
-    f.connect("far-leaf1", h, far, BitRate::gbps(100), 1000, 1500);
-    f.compute_routes();
-    f
+    emu_node::fabric::leaf_pair(1, 8, BitRate::gbps(100))
 }
 
 fn frame(f: &FabricSpec, sport: u16) -> BytesMut {

@@ -98,6 +98,24 @@ pub struct SwitchSpec {
     pub routes: Vec<Route>,
 }
 
+impl SwitchSpec {
+    /// A switch running `scheme` on `tofino2` with the target's buffer, no
+    /// PFC, no ECN, and routes still to be computed.
+    pub fn new(role: SwitchRole, scheme: &str) -> Self {
+        SwitchSpec {
+            role,
+            target: "tofino2".into(),
+            scheme: scheme.into(),
+            params: Params::new(),
+            buffer_bytes: None,
+            queues_per_port: None,
+            pfc: false,
+            ecn: None,
+            routes: Vec::new(),
+        }
+    }
+}
+
 /// Host-specific settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HostSpec {
@@ -203,6 +221,32 @@ pub struct FabricSpec {
     pub links: Vec<LinkSpec>,
     /// Link events.
     pub schedule: Vec<LinkEvent>,
+}
+
+/// The tiny fabric scheme tests and benchmarks use: `leaf0` (node 0) with
+/// `hosts` hosts `h<i>` (10.0.0.(i+2), ports 0..hosts) and one uplink to
+/// each of `spines` spines (ports hosts..); `leaf1` (node 1) behind the same
+/// spines with one host `far` (10.0.1.2). All links at `rate`, 1 µs, MTU
+/// 1500; routes computed.
+pub fn leaf_pair(hosts: usize, spines: usize, rate: BitRate) -> FabricSpec {
+    let mut f = FabricSpec::default();
+    let host =
+        |ip: Ipv4Address, gw| NodeKind::Host(HostSpec { kind: HostKind::Synthetic, ip, prefix_len: 24, mac: host_mac(ip), gateway: gw });
+    let leaf = f.add_node("leaf0", NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp")));
+    let far_leaf = f.add_node("leaf1", NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp")));
+    for i in 0..hosts {
+        let h = f.add_node(format!("h{i}"), host(Ipv4Address::new(10, 0, 0, 2 + i as u8), Ipv4Address::new(10, 0, 0, 1)));
+        f.connect(format!("h{i}-leaf0"), h, leaf, rate, 1000, 1500);
+    }
+    for u in 0..spines {
+        let s = f.add_node(format!("spine{u}"), NodeKind::Switch(SwitchSpec::new(SwitchRole::Spine, "ecmp")));
+        f.connect(format!("leaf0-spine{u}"), leaf, s, rate, 1000, 1500);
+        f.connect(format!("leaf1-spine{u}"), far_leaf, s, rate, 1000, 1500);
+    }
+    let h = f.add_node("far", host(Ipv4Address::new(10, 0, 1, 2), Ipv4Address::new(10, 0, 1, 1)));
+    f.connect("far-leaf1", h, far_leaf, rate, 1000, 1500);
+    f.compute_routes();
+    f
 }
 
 /// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.

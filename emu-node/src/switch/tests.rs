@@ -2,63 +2,14 @@
 //! recirculation, mirroring, the packet generator, the CPU port, ECMP.
 
 use super::*;
-use crate::fabric::{host_mac, FabricSpec, HostKind, HostSpec, NodeKind, SwitchRole, SwitchSpec};
+use crate::fabric::FabricSpec;
 use crate::schemes::ecmp::Ecmp;
 use crate::tofino::program::{Declarations, MirrorRequest, PacketGenerator};
 use crate::tofino::{RegisterId, TableKind};
 use crate::wire::{udp, Ipv4Address};
 
-/// One switch (node 0) with `hosts` host ports (10.0.0.x) and `uplinks`
-/// ports to spine switches, each spine having one far host in 10.0.1.0/24.
 fn fabric(hosts: usize, uplinks: usize, rate: BitRate) -> FabricSpec {
-    let mut f = FabricSpec::default();
-    let sw = |role| {
-        NodeKind::Switch(SwitchSpec {
-            role,
-            target: "tofino2".into(),
-            scheme: "ecmp".into(),
-            params: Default::default(),
-            buffer_bytes: None,
-            queues_per_port: None,
-            pfc: false,
-            ecn: None,
-            routes: vec![],
-        })
-    };
-    let leaf = f.add_node("leaf0", sw(SwitchRole::Leaf));
-    let far = f.add_node("leaf1", sw(SwitchRole::Leaf));
-    for i in 0..hosts {
-        let ip = Ipv4Address::new(10, 0, 0, 2 + i as u8);
-        let h = f.add_node(
-            format!("h{i}"),
-            NodeKind::Host(HostSpec {
-                kind: HostKind::Synthetic,
-                ip,
-                prefix_len: 24,
-                mac: host_mac(ip),
-                gateway: Ipv4Address::new(10, 0, 0, 1),
-            }),
-        );
-        f.connect(format!("h{i}-leaf0"), h, leaf, rate, 1000, 1500);
-    }
-    for u in 0..uplinks {
-        let s = f.add_node(format!("spine{u}"), sw(SwitchRole::Spine));
-        f.connect(format!("leaf0-spine{u}"), leaf, s, rate, 1000, 1500);
-        f.connect(format!("leaf1-spine{u}"), far, s, rate, 1000, 1500);
-    }
-    let ip = Ipv4Address::new(10, 0, 1, 2);
-    let h = f.add_node(
-        "far",
-        NodeKind::Host(HostSpec {
-            kind: HostKind::Synthetic,
-            ip,
-            prefix_len: 24,
-            mac: host_mac(ip),
-            gateway: Ipv4Address::new(10, 0, 1, 1),
-        }),
-    );
-    f.connect("far-leaf1", h, far, rate, 1000, 1500);
-    f.compute_routes();
+    let f = crate::fabric::leaf_pair(hosts, uplinks, rate);
     f.validate().unwrap();
     f
 }
