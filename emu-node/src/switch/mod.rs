@@ -641,13 +641,10 @@ impl Switch {
             self.counters.drop_program += 1;
             return;
         };
-        if let Some(ip) = info.ip {
-            let l3 = info.l3_offset as usize;
-            let mut pkt = ipv4::Packet::new_unchecked(&mut frame[l3..]);
-            if matches!(source, PacketSource::Port(_)) {
-                pkt.decrement_ttl();
-            }
-            let _ = ip;
+        // One routed hop: TTL - 1 (checksum updated incrementally). Only for
+        // packets from a front-panel port, so recirculation costs no TTL.
+        if info.ip.is_some() && matches!(source, PacketSource::Port(_)) {
+            ipv4::Packet::new_unchecked(&mut frame[info.l3_offset as usize..]).decrement_ttl();
         }
         Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
         let queue = decision.queue.unwrap_or_else(|| self.default_queue(&info));
