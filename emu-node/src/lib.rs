@@ -19,6 +19,7 @@
 //!   addresses) that drivers instantiate;
 //! - [`serializer`]: the line-rate serializer of a port;
 //! - [`traffic`]: traffic patterns (which host sends what to whom);
+//! - [`workload`]: flow-size CDFs and Poisson arrivals;
 //! - [`engine`]: the virtual-time discrete-event driver;
 //! - [`results`]: the `summary.json` document.
 #![deny(missing_docs)]
@@ -35,3 +36,4 @@ pub mod time;
 pub mod tofino;
 pub mod traffic;
 pub mod wire;
+pub mod workload;

@@ -2,7 +2,9 @@
 //! a seed in; `summary.json` and a human summary out.
 //!
 //! Flows of a pattern get distinct UDP source ports (49152 + flow id) so
-//! ECMP spreads them; all start at t = 0 (after ARP). A run ends when no
+//! ECMP spreads them; pattern flows start at t = 0 (after ARP), workload
+//! flows at their Poisson arrival times. (Synthetic UDP hosts send each flow
+//! at line rate; transports with congestion control come with issue 3.) A run ends when no
 //! event is left (every flow delivered or lost) or at `until` simulated
 //! time, whichever comes first.
 
@@ -15,6 +17,7 @@ use emu_node::results::Summary;
 use emu_node::schemes::{self, Params, SchemeError};
 use emu_node::time::{BitRate, Nanos};
 use emu_node::traffic::{Pattern, PatternError};
+use emu_node::workload::{host_link_load, FlowSizeCdf, PoissonArrivals};
 use std::time::{Duration, Instant};
 
 /// What to run.
@@ -44,6 +47,21 @@ pub struct RunOptions {
     pub seed: u64,
     /// Stop at this simulated time at the latest.
     pub until: Nanos,
+    /// Poisson arrivals from a flow-size CDF instead of `traffic`.
+    pub workload: Option<WorkloadOptions>,
+}
+
+/// A Poisson workload (ConWeave §4.1 convention for `load`).
+#[derive(Debug, Clone)]
+pub struct WorkloadOptions {
+    /// Flow sizes.
+    pub cdf: FlowSizeCdf,
+    /// Average load of the fabric core, in (0, 1].
+    pub load: f64,
+    /// Stop generating after this many flows...
+    pub flows: Option<usize>,
+    /// ...or when arrivals pass this time.
+    pub duration: Nanos,
 }
 
 impl Default for RunOptions {
@@ -61,6 +79,7 @@ impl Default for RunOptions {
             pfc: None,
             seed: 1,
             until: 1_000_000_000,
+            workload: None,
         }
     }
 }
@@ -71,6 +90,9 @@ pub enum RunError {
     /// Scheme problem.
     #[error(transparent)]
     Scheme(#[from] SchemeError),
+    /// A load outside (0, 1].
+    #[error("--load {0} must be in (0, 1]")]
+    Load(f64),
     /// Pattern problem.
     #[error(transparent)]
     Pattern(#[from] PatternError),
@@ -113,11 +135,25 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
         schemes::build(s, &opts.params)?;
     }
     let hosts = fabric.hosts();
-    let plan = opts.traffic.plan(hosts.len(), opts.seed, 0)?;
+    let plan: Vec<(usize, usize, Option<u64>, Nanos)> = match &opts.workload {
+        None => opts.traffic.plan(hosts.len(), opts.seed, 0)?.into_iter().map(|f| (f.src, f.dst, None, f.start)).collect(),
+        Some(w) => {
+            if !(w.load > 0.0 && w.load <= 1.0) {
+                return Err(RunError::Load(w.load));
+            }
+            let rate = hosts.first().and_then(|h| fabric.nodes[h.index()].ports.first()).map_or(BitRate::gbps(1), |p| p.rate);
+            let host_load = host_link_load(w.load, topo.oversubscription().unwrap_or(1.0));
+            PoissonArrivals::new(w.cdf.clone(), hosts.len(), rate, host_load, 0, opts.seed)
+                .take_while(|f| f.start < w.duration)
+                .take(w.flows.unwrap_or(usize::MAX))
+                .map(|f| (f.src, f.dst, Some(f.size), f.start))
+                .collect()
+        }
+    };
     let mut engine = Engine::new(&fabric, &EngineConfig { seed: opts.seed, ..EngineConfig::default() })?;
-    for (i, f) in plan.iter().enumerate() {
-        let src = hosts[f.src];
-        let dst_ip = fabric.nodes[hosts[f.dst].index()].as_host().map(|h| h.ip).unwrap_or_default();
+    for (i, &(src_i, dst_i, size, start)) in plan.iter().enumerate() {
+        let src = hosts[src_i];
+        let dst_ip = fabric.nodes[hosts[dst_i].index()].as_host().map(|h| h.ip).unwrap_or_default();
         let mtu = fabric.nodes[src.index()].ports.first().map_or(1500, |p| p.mtu);
         let flow = UdpFlow {
             id: FlowId(i as u32),
@@ -127,10 +163,11 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             dscp: opts.dscp,
             ecn_capable: opts.ecn_capable,
             payload_len: opts.payload.unwrap_or(mtu.saturating_sub(28)),
-            start: f.start,
-            mode: match opts.rate {
-                Some(rate) => UdpMode::Rate { rate, until: f.start + opts.duration },
-                None => UdpMode::Bytes(opts.flow_size),
+            start,
+            mode: match (size, opts.rate) {
+                (Some(size), _) => UdpMode::Bytes(size),
+                (None, Some(rate)) => UdpMode::Rate { rate, until: start + opts.duration },
+                (None, None) => UdpMode::Bytes(opts.flow_size),
             },
         };
         if let Some(Node::UdpHost(h)) = engine.node_mut(src) {
@@ -139,9 +176,10 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
         engine.refresh(src);
     }
     let scheme = scheme_names.into_iter().collect::<Vec<_>>().join("/");
-    let traffic = match opts.rate {
-        Some(r) => format!("{} at {} for {}", opts.traffic, r, emu_node::time::format_duration(opts.duration)),
-        None => format!("{} of {} B", opts.traffic, opts.flow_size),
+    let traffic = match (&opts.workload, opts.rate) {
+        (Some(w), _) => format!("{} at load {} ({} Poisson flows)", w.cdf.name, w.load, plan.len()),
+        (None, Some(r)) => format!("{} at {} for {}", opts.traffic, r, emu_node::time::format_duration(opts.duration)),
+        (None, None) => format!("{} of {} B", opts.traffic, opts.flow_size),
     };
     Ok((engine, scheme, traffic))
 }

@@ -7,9 +7,11 @@ use clap::{Parser, Subcommand};
 use emu_node::results::Summary;
 use emu_node::schemes;
 use emu_node::time::format_duration;
+use emu_node::time::Nanos;
 use emu_node::tofino::program::{declarations_of, declare_l3_tables};
 use emu_node::tofino::TargetProfile;
-use emu_orchestrator::experiment::{self, RunOptions};
+use emu_node::workload::FlowSizeCdf;
+use emu_orchestrator::experiment::{self, RunOptions, WorkloadOptions};
 use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
 use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use std::path::PathBuf;
@@ -50,7 +52,7 @@ enum Command {
     Topologies,
     /// Run traffic on a topology in virtual time and write summary.json.
     #[command(
-        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/"
+        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000"
     )]
     Run(RunArgs),
 }
@@ -98,6 +100,17 @@ struct RunArgs {
     /// Stop at this simulated time at the latest.
     #[arg(long, default_value = "1s")]
     until: String,
+    /// Poisson flows with sizes from a CDF: a shipped name (alistorage, fbhdp,
+    /// solar, websearch, fbhdp-hpcc, googlerpc, int-table1) or a file.
+    #[arg(long, conflicts_with_all = ["rate"])]
+    workload: Option<String>,
+    /// Average load of the fabric core for --workload (host links carry
+    /// load / oversubscription), in (0, 1].
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    /// Number of workload flows (default: all arrivals within --duration).
+    #[arg(long)]
+    flows: Option<usize>,
     /// Output directory for summary.json.
     #[arg(long, default_value = "weft-out")]
     out: PathBuf,
@@ -193,6 +206,15 @@ fn run(a: RunArgs) -> Result<()> {
         },
         seed: a.seed,
         until: parse_duration(&a.until).context("--until")?,
+        workload: match &a.workload {
+            None => None,
+            Some(w) => Some(WorkloadOptions {
+                cdf: load_cdf(w)?,
+                load: a.load,
+                flows: a.flows,
+                duration: if a.flows.is_some() { Nanos::MAX } else { parse_duration(&a.duration).context("--duration")? },
+            }),
+        },
     };
     if opts.flow_size == 0 && opts.rate.is_none() {
         bail!("--flow-size must be larger than 0");
@@ -220,6 +242,16 @@ fn run(a: RunArgs) -> Result<()> {
     }
     println!("wrote {}", path.display());
     Ok(())
+}
+
+fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
+    if let Some(c) = FlowSizeCdf::named(w) {
+        return Ok(c);
+    }
+    let names: Vec<&str> = emu_node::workload::SHIPPED.iter().map(|(n, _)| *n).collect();
+    let text = std::fs::read_to_string(w)
+        .with_context(|| format!("--workload `{w}` is neither a shipped workload ({}) nor a readable file", names.join(", ")))?;
+    Ok(FlowSizeCdf::parse(w, &text)?)
 }
 
 fn print_summary(s: &Summary, wall: std::time::Duration) {

@@ -68,6 +68,12 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     assert_one_line_error(&weft(&["run", "--set", "ecmp.colour=red", "--out", ds]), "has no parameter `colour`", &d);
     assert_one_line_error(&weft(&["run", "--set", "ecmp.use_ports=maybe", "--out", ds]), "not a valid bool", &d);
     assert_one_line_error(&weft(&["run", "--flow-size", "10", "--out", ds]), "has no unit", &d);
+    assert_one_line_error(&weft(&["run", "--workload", "alistorage", "--load", "0", "--out", ds]), "--load 0 must be in (0, 1]", &d);
+    assert_one_line_error(&weft(&["run", "--workload", "nosuch", "--out", ds]), "neither a shipped workload", &d);
+    let cdf = std::env::temp_dir().join(format!("weft-bad-{}.cdf", std::process::id()));
+    std::fs::write(&cdf, "0 0\n1000 40\n2000 80\n").unwrap();
+    assert_one_line_error(&weft(&["run", "--workload", cdf.to_str().unwrap(), "--out", ds]), "the CDF ends at 80%, not 100%", &d);
+    let _ = std::fs::remove_file(cdf);
     let bad = std::env::temp_dir().join(format!("weft-bad-{}.toml", std::process::id()));
     std::fs::write(
         &bad,
@@ -77,6 +83,19 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     let o = weft(&["validate", bad.to_str().unwrap()]);
     assert_one_line_error(&o, ":6: rate `10G`: unknown unit", &d);
     let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn a_poisson_workload_runs_and_delivers_every_flow() {
+    let d = tmp("workload");
+    let o = weft(&["run", "leaf-spine-2x4", "--workload", "solar", "--load", "0.3", "--flows", "300", "--out", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap();
+    let flows = v["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 300);
+    assert!(flows.iter().all(|f| f["bytes_delivered"] == f["bytes_sent"]));
+    assert!(v["traffic"].as_str().unwrap().contains("solar at load 0.3"));
+    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]
