@@ -54,7 +54,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000"
     )]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(clap::Args)]
@@ -171,7 +171,7 @@ fn real_main(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Run(a) => run(a),
+        Command::Run(a) => run(*a),
     }
 }
 
