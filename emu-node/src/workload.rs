@@ -28,10 +28,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("int-table1", include_str!("../workloads/INT-TableI.txt")),
 ];
 
-/// Why a CDF file is not usable.
+/// Why a CDF file or a flow list is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_name}:{line}: {message}")]
-pub struct CdfError {
+pub struct WorkloadFileError {
     /// File or workload name.
     pub source_name: String,
     /// 1-based line (0 = the file as a whole).
@@ -58,8 +58,8 @@ impl FlowSizeCdf {
     }
 
     /// Parses `size percent` rows (blank lines and `#` comments ignored).
-    pub fn parse(source_name: &str, text: &str) -> Result<FlowSizeCdf, CdfError> {
-        let err = |line, message: String| CdfError { source_name: source_name.into(), line, message };
+    pub fn parse(source_name: &str, text: &str) -> Result<FlowSizeCdf, WorkloadFileError> {
+        let err = |line, message: String| WorkloadFileError { source_name: source_name.into(), line, message };
         let mut points: Vec<(f64, f64)> = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let l = raw.split('#').next().unwrap_or("").trim();
@@ -151,6 +151,53 @@ pub struct FlowArrival {
     pub size: u64,
     /// Start time.
     pub start: Nanos,
+}
+
+/// A flow of an explicit flow list (`--flows-file`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ListedFlow {
+    /// The flow.
+    pub flow: FlowArrival,
+    /// Priority class (the ns-3 generator's `pg`).
+    pub priority: u8,
+}
+
+/// Parses a flow list in the format of the ConWeave authors' ns-3 traffic
+/// generator: the first line is the flow count, then one flow per line:
+/// `src dst priority size_bytes start_seconds` (host indices from 0).
+/// `hosts` is the number of hosts of the topology the list is replayed on.
+pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Vec<ListedFlow>, WorkloadFileError> {
+    let err = |line, message: String| WorkloadFileError { source_name: source_name.into(), line, message };
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    let Some((n0, first)) = lines.next() else { return Err(err(0, "empty flow list".into())) };
+    let count: usize =
+        first.trim().parse().map_err(|_| err(n0 + 1, format!("first line must be the flow count, got `{}`", first.trim())))?;
+    let mut flows = Vec::with_capacity(count.min(1 << 20));
+    for (i, l) in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let [src, dst, pg, size, start] = f[..] else {
+            return Err(err(i + 1, format!("expected `src dst priority size start_seconds`, got `{}`", l.trim())));
+        };
+        let num = |v: &str, what: &str| v.parse::<u64>().map_err(|_| err(i + 1, format!("{what} `{v}` is not a whole number")));
+        let (src, dst, pg, size) =
+            (num(src, "source")? as usize, num(dst, "destination")? as usize, num(pg, "priority")?, num(size, "size")?);
+        let start_s: f64 = start.parse().map_err(|_| err(i + 1, format!("start `{start}` is not a number of seconds")))?;
+        if src >= hosts || dst >= hosts {
+            return Err(err(i + 1, format!("host index {} is out of range: the topology has {hosts} hosts", src.max(dst))));
+        }
+        if src == dst {
+            return Err(err(i + 1, format!("flow from host {src} to itself")));
+        }
+        if pg > 7 || size == 0 || !(0.0..1e6).contains(&start_s) {
+            return Err(err(i + 1, "priority must be 0..=7, size > 0 and start >= 0".into()));
+        }
+        let start = (start_s * 1e9).round() as Nanos;
+        flows.push(ListedFlow { flow: FlowArrival { src, dst, size, start }, priority: pg as u8 });
+    }
+    if flows.len() != count {
+        return Err(err(1, format!("the first line announces {count} flows but the file has {}", flows.len())));
+    }
+    Ok(flows)
 }
 
 /// Poisson flow arrivals at every host (merged in time order).
@@ -257,6 +304,24 @@ mod tests {
         }
         let offered = bytes.iter().sum::<u64>() as f64 * 8.0 / (horizon as f64 / 1e9) / (rate.bps() as f64 * hosts as f64);
         assert!((offered - load).abs() / load < 0.03, "offered host-link load {offered:.4}, wanted {load} ({flows} flows)");
+    }
+
+    #[test]
+    fn ns3_flow_lists_parse_and_bad_ones_name_the_line() {
+        let text = "3\n0 5 3 1000 2.0\n5 0 3 64000 2.000001\n7 1 3 2000000 2.5\n";
+        let f = parse_flow_list("flows.txt", text, 8).unwrap();
+        assert_eq!(f.len(), 3);
+        assert_eq!(f[1].flow, FlowArrival { src: 5, dst: 0, size: 64_000, start: 2_000_001_000 });
+        assert_eq!(f[2].priority, 3);
+        let e = parse_flow_list("flows.txt", "2\n0 1 3 100 0.1\n", 8).unwrap_err();
+        assert_eq!(e.to_string(), "flows.txt:1: the first line announces 2 flows but the file has 1");
+        let e = parse_flow_list("flows.txt", "1\n0 9 3 100 0.1\n", 8).unwrap_err();
+        assert_eq!(e.to_string(), "flows.txt:2: host index 9 is out of range: the topology has 8 hosts");
+        assert!(parse_flow_list("f", "1\n0 1 3 100\n", 8)
+            .unwrap_err()
+            .to_string()
+            .contains("expected `src dst priority size start_seconds`"));
+        assert!(parse_flow_list("f", "x\n", 8).is_err());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use emu_node::results::Summary;
 use emu_node::schemes::{self, Params, SchemeError};
 use emu_node::time::{BitRate, Nanos};
 use emu_node::traffic::{Pattern, PatternError};
-use emu_node::workload::{host_link_load, FlowSizeCdf, PoissonArrivals};
+use emu_node::workload::{host_link_load, parse_flow_list, FlowSizeCdf, PoissonArrivals};
 use std::time::{Duration, Instant};
 
 /// What to run.
@@ -49,6 +49,9 @@ pub struct RunOptions {
     pub until: Nanos,
     /// Poisson arrivals from a flow-size CDF instead of `traffic`.
     pub workload: Option<WorkloadOptions>,
+    /// An explicit flow list (name, text) in the ns-3 generator's format
+    /// instead of `traffic` (see [`emu_node::workload::parse_flow_list`]).
+    pub flow_list: Option<(String, String)>,
 }
 
 /// A Poisson workload (ConWeave §4.1 convention for `load`).
@@ -80,6 +83,7 @@ impl Default for RunOptions {
             seed: 1,
             until: 1_000_000_000,
             workload: None,
+            flow_list: None,
         }
     }
 }
@@ -90,6 +94,9 @@ pub enum RunError {
     /// Scheme problem.
     #[error(transparent)]
     Scheme(#[from] SchemeError),
+    /// A flow list that does not parse or does not fit the topology.
+    #[error(transparent)]
+    FlowList(#[from] emu_node::workload::WorkloadFileError),
     /// A load outside (0, 1].
     #[error("--load {0} must be in (0, 1]")]
     Load(f64),
@@ -135,9 +142,15 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
         schemes::build(s, &opts.params)?;
     }
     let hosts = fabric.hosts();
-    let plan: Vec<(usize, usize, Option<u64>, Nanos)> = match &opts.workload {
-        None => opts.traffic.plan(hosts.len(), opts.seed, 0)?.into_iter().map(|f| (f.src, f.dst, None, f.start)).collect(),
-        Some(w) => {
+    let mut dscp_of: Vec<u8> = Vec::new();
+    let plan: Vec<(usize, usize, Option<u64>, Nanos)> = match (&opts.workload, &opts.flow_list) {
+        (_, Some((name, text))) => {
+            let list = parse_flow_list(name, text, hosts.len())?;
+            dscp_of = list.iter().map(|f| f.priority << 3).collect();
+            list.into_iter().map(|f| (f.flow.src, f.flow.dst, Some(f.flow.size), f.flow.start)).collect()
+        }
+        (None, None) => opts.traffic.plan(hosts.len(), opts.seed, 0)?.into_iter().map(|f| (f.src, f.dst, None, f.start)).collect(),
+        (Some(w), None) => {
             if !(w.load > 0.0 && w.load <= 1.0) {
                 return Err(RunError::Load(w.load));
             }
@@ -160,7 +173,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             dst: dst_ip,
             src_port: 49152 + (i % 16384) as u16,
             dst_port: 5000,
-            dscp: opts.dscp,
+            dscp: dscp_of.get(i).copied().unwrap_or(opts.dscp),
             ecn_capable: opts.ecn_capable,
             payload_len: opts.payload.unwrap_or(mtu.saturating_sub(28)),
             start,
@@ -177,6 +190,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
     }
     let scheme = scheme_names.into_iter().collect::<Vec<_>>().join("/");
     let traffic = match (&opts.workload, opts.rate) {
+        _ if opts.flow_list.is_some() => format!("{} flows from {}", plan.len(), opts.flow_list.as_ref().map_or("", |f| f.0.as_str())),
         (Some(w), _) => format!("{} at load {} ({} Poisson flows)", w.cdf.name, w.load, plan.len()),
         (None, Some(r)) => format!("{} at {} for {}", opts.traffic, r, emu_node::time::format_duration(opts.duration)),
         (None, None) => format!("{} of {} B", opts.traffic, opts.flow_size),

@@ -111,6 +111,10 @@ struct RunArgs {
     /// Number of workload flows (default: all arrivals within --duration).
     #[arg(long)]
     flows: Option<usize>,
+    /// Replay an explicit flow list in the ConWeave ns-3 generator's format
+    /// (first line: count; then `src dst priority size start_seconds`).
+    #[arg(long, conflicts_with_all = ["workload", "rate"])]
+    flows_file: Option<PathBuf>,
     /// Output directory for summary.json.
     #[arg(long, default_value = "weft-out")]
     out: PathBuf,
@@ -206,6 +210,13 @@ fn run(a: RunArgs) -> Result<()> {
         },
         seed: a.seed,
         until: parse_duration(&a.until).context("--until")?,
+        flow_list: match &a.flows_file {
+            None => None,
+            Some(p) => Some((
+                p.display().to_string(),
+                std::fs::read_to_string(p).with_context(|| format!("cannot read --flows-file {}", p.display()))?,
+            )),
+        },
         workload: match &a.workload {
             None => None,
             Some(w) => Some(WorkloadOptions {

@@ -99,6 +99,33 @@ fn a_poisson_workload_runs_and_delivers_every_flow() {
 }
 
 #[test]
+fn an_ns3_flow_list_is_replayed_flow_by_flow() {
+    let d = tmp("flowlist");
+    let list = std::env::temp_dir().join(format!("weft-flows-{}.txt", std::process::id()));
+    std::fs::write(&list, "3\n0 15 3 100000 0.000001\n15 0 3 20000 0.00001\n3 9 3 5000 0.0001\n").unwrap();
+    let o = weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap();
+    let f = v["flows"].as_array().unwrap();
+    let got: Vec<(String, String, u64)> = f
+        .iter()
+        .map(|x| (x["src"].as_str().unwrap().to_string(), x["dst"].as_str().unwrap().to_string(), x["bytes_delivered"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, vec![("h0".into(), "h15".into(), 100_000), ("h15".into(), "h0".into(), 20_000), ("h3".into(), "h9".into(), 5_000)]);
+    // The first packet of flow 0 cannot arrive before its start (1 us).
+    assert!(f[0]["first_arrival"].as_u64().unwrap() > 1_000);
+    std::fs::write(&list, "2\n0 99 3 100 0.1\n1 2 3 100 0.1\n").unwrap();
+    let bad = tmp("flowlist-bad");
+    assert_one_line_error(
+        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
+        ":2: host index 99 is out of range",
+        &bad,
+    );
+    let _ = std::fs::remove_file(list);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
 fn validate_resources_and_schemes() {
     let o = weft(&["validate", "leaf-spine-8x8"]);
     assert!(o.status.success());
