@@ -20,12 +20,14 @@
 //! - [`serializer`]: the line-rate serializer of a port;
 //! - [`traffic`]: traffic patterns (which host sends what to whom);
 //! - [`workload`]: flow-size CDFs and Poisson arrivals;
+//! - [`fct`]: the analytical base FCT of a flow alone on its path;
 //! - [`engine`]: the virtual-time discrete-event driver;
 //! - [`results`]: the `summary.json` document.
 #![deny(missing_docs)]
 
 pub mod engine;
 pub mod fabric;
+pub mod fct;
 pub mod host;
 pub mod ids;
 pub mod results;

@@ -11,7 +11,10 @@
 //! totals            events, packet_hops, host_deliveries, link_down_drops
 //! flows[]           id, src, dst, bytes_sent, bytes_delivered, packets_sent,
 //!                   packets_delivered, drops (= sent - delivered packets),
-//!                   ecn_marks, out_of_order, first_arrival, last_arrival
+//!                   ecn_marks, out_of_order, first_arrival, last_arrival,
+//!                   size (fixed-size flows), start, first_sent, fct (first
+//!                   packet sent to last byte received, complete flows),
+//!                   base_fct (alone on its path, see `fct`), slowdown
 //! switches[]        name, scheme, counters{...}, scheme_counters{...},
 //!                   max_buffer_bytes, ports[]: port, peer, counters{tx/rx,
 //!                   pfc_pause_sent, pfc_resume_sent, pfc_received},
@@ -23,6 +26,9 @@
 
 use crate::engine::{Engine, EngineTotals, Node};
 use crate::fabric::FabricSpec;
+use crate::fct;
+use crate::host::udp::PROBE_LEN;
+use crate::host::UdpMode;
 use crate::ids::{PortId, QueueId};
 use crate::switch::{PortCounters, SwitchCounters};
 use crate::time::Nanos;
@@ -34,7 +40,7 @@ use std::collections::BTreeMap;
 pub const SCHEMA: &str = "weft.summary/1";
 
 /// Results of one flow.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FlowResult {
     /// Flow id.
     pub id: u32,
@@ -60,6 +66,19 @@ pub struct FlowResult {
     pub first_arrival: Option<Nanos>,
     /// Last arrival.
     pub last_arrival: Option<Nanos>,
+    /// Flow size (fixed-size flows).
+    pub size: Option<u64>,
+    /// Scheduled start.
+    pub start: Nanos,
+    /// First packet sent (after ARP, pauses).
+    pub first_sent: Option<Nanos>,
+    /// Completion time: first packet sent to last byte received, for a
+    /// fixed-size flow whose every byte arrived.
+    pub fct: Option<Nanos>,
+    /// The same flow alone on its path in the idle fabric ([`crate::fct`]).
+    pub base_fct: Option<Nanos>,
+    /// `fct / base_fct`.
+    pub slowdown: Option<f64>,
 }
 
 /// A queue's results.
@@ -114,7 +133,7 @@ pub struct HostResult {
 }
 
 /// The whole `summary.json`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
     /// Schema id.
     pub schema: &'static str,
@@ -159,12 +178,21 @@ impl Summary {
                     hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
                     for tx in h.tx_flows() {
                         let r = rx.get(&tx.flow.id.0).copied().unwrap_or_default();
-                        let dst = fabric
-                            .nodes
-                            .iter()
-                            .find(|x| x.as_host().is_some_and(|hs| hs.ip == tx.flow.dst))
-                            .map(|x| x.name.clone())
-                            .unwrap_or_else(|| tx.flow.dst.to_string());
+                        let dst_id = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == tx.flow.dst));
+                        let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| tx.flow.dst.to_string());
+                        let size = match tx.flow.mode {
+                            UdpMode::Bytes(b) => Some(b),
+                            UdpMode::Rate { .. } => None,
+                        };
+                        let base = size.zip(dst_id).and_then(|(b, d)| {
+                            let path = fct::path(fabric, crate::ids::NodeId(i as u32), crate::ids::NodeId(d as u32))?;
+                            Some(fct::base_fct(fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16), &path))
+                        });
+                        let done = size.is_some_and(|b| r.bytes >= b);
+                        let fct_ns = match (done, tx.first_sent, r.last_arrival) {
+                            (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
+                            _ => None,
+                        };
                         flows.push(FlowResult {
                             id: tx.flow.id.0,
                             src: h.name().to_string(),
@@ -178,6 +206,12 @@ impl Summary {
                             out_of_order: r.out_of_order,
                             first_arrival: r.first_arrival,
                             last_arrival: r.last_arrival,
+                            size,
+                            start: tx.flow.start,
+                            first_sent: tx.first_sent,
+                            fct: fct_ns,
+                            base_fct: base,
+                            slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
                         });
                     }
                 }
@@ -220,6 +254,34 @@ impl Summary {
             switches,
             hosts,
         }
+    }
+
+    /// `flows.csv`: one row per flow.
+    pub fn flows_csv(&self) -> String {
+        let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+        let mut out = String::from(
+            "id,src,dst,size,start_ns,first_sent_ns,fct_ns,base_fct_ns,slowdown,bytes_sent,bytes_delivered,drops,ecn_marks,out_of_order\n",
+        );
+        for f in &self.flows {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                f.id,
+                f.src,
+                f.dst,
+                opt(f.size),
+                f.start,
+                opt(f.first_sent),
+                opt(f.fct),
+                opt(f.base_fct),
+                f.slowdown.map(|x| format!("{x:.6}")).unwrap_or_default(),
+                f.bytes_sent,
+                f.bytes_delivered,
+                f.drops,
+                f.ecn_marks,
+                f.out_of_order
+            ));
+        }
+        out
     }
 
     /// Pretty JSON text.

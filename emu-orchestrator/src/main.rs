@@ -243,6 +243,8 @@ fn run(a: RunArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let path = a.out.join("summary.json");
     std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    let csv = a.out.join("flows.csv");
+    std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
     if a.quiet {
         println!("{}", path.display());
         return Ok(());
@@ -251,7 +253,7 @@ fn run(a: RunArgs) -> Result<()> {
     if outcome.truncated {
         println!("note: stopped at --until {} with events still pending", a.until);
     }
-    println!("wrote {}", path.display());
+    println!("wrote {} and {}", path.display(), csv.display());
     Ok(())
 }
 
@@ -292,6 +294,18 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
     println!("  out-of-order pkts   {ooo}");
     println!("  PFC pauses sent     {pauses}");
     println!("  flow finish (last arrival) p50 {} p99 {} max {}", pct(0.5), pct(0.99), pct(1.0));
+    let mut sd: Vec<f64> = s.flows.iter().filter_map(|f| f.slowdown).collect();
+    sd.sort_by(|a, b| a.total_cmp(b));
+    if !sd.is_empty() {
+        let q = |p: f64| sd[((sd.len() as f64 - 1.0) * p).round() as usize];
+        println!(
+            "  FCT slowdown        avg {:.3} p50 {:.3} p99 {:.3} ({} complete flows)",
+            sd.iter().sum::<f64>() / sd.len() as f64,
+            q(0.5),
+            q(0.99),
+            sd.len()
+        );
+    }
     if let Some((d, sw, p)) = maxq {
         println!("  deepest queue       {d} B at {sw} port {p}");
     }

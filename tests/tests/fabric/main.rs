@@ -1,6 +1,7 @@
 //! End-to-end tests across crates: topology file → fabric → virtual-time
 //! engine with switches and hosts → summary. One binary, a module per area.
 
+mod base_fct;
 mod determinism;
 mod failures;
 mod incast;

@@ -1,0 +1,131 @@
+//! Base flow completion time: the FCT of a flow alone on its path in the
+//! idle fabric, computed analytically (ConWeave §4.1 "FCT slowdown").
+//!
+//! Formula: the flow's frames (payload + every header on the wire) leave
+//! the source NIC back to back; on each link `j` (rate `r_j`, delay `d_j`)
+//! frame `k` starts when it has fully arrived (store-and-forward) and the
+//! link has finished frame `k-1`:
+//!
+//! ```text
+//! start(k, j) = max(arrive(k, j), end(k-1, j))
+//! end(k, j)   = start(k, j) + serialization(frame_k, r_j)   (exact to the ns)
+//! arrive(k, j+1) = end(k, j) + d_j
+//! ```
+//!
+//! and the base FCT is `arrive(last, L) - start(first, 0)`: serialization at
+//! the bottleneck, propagation, and one store-and-forward serialization per
+//! hop, with header overheads included because frame sizes are wire sizes.
+//! Serialization uses the same [`Serializer`] as the ports, so a flow alone
+//! in the engine finishes exactly at its base FCT.
+
+use crate::fabric::FabricSpec;
+use crate::ids::NodeId;
+use crate::serializer::Serializer;
+use crate::switch::routing::RouteTable;
+use crate::time::{BitRate, Nanos};
+use crate::wire::Ipv4Address;
+
+/// One link of a path, in the direction of the flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathLink {
+    /// Rate.
+    pub rate: BitRate,
+    /// Propagation delay.
+    pub delay: Nanos,
+}
+
+/// Base FCT of frames of the given wire sizes on `path`, from the first
+/// bit leaving the source to the last bit arriving at the destination.
+pub fn base_fct(frames: impl IntoIterator<Item = usize>, path: &[PathLink]) -> Nanos {
+    let mut ports: Vec<Serializer> = path.iter().map(|l| Serializer::new(l.rate)).collect();
+    let mut last_arrival = 0;
+    for len in frames {
+        let mut at = 0; // the source NIC may start at once
+        for (j, l) in path.iter().enumerate() {
+            let start = at.max(ports[j].busy_until());
+            let end = ports[j].start(start, len);
+            at = end + l.delay;
+        }
+        last_arrival = at;
+    }
+    last_arrival
+}
+
+/// Wire sizes of a UDP flow of `size` payload bytes in packets of at most
+/// `payload` bytes (Ethernet 14 + IPv4 20 + UDP 8 headers; each packet at
+/// least `min_payload`).
+pub fn udp_frames(size: u64, payload: u16, min_payload: u16) -> impl Iterator<Item = usize> {
+    let p = payload.max(1) as u64;
+    let full = size / p;
+    let rest = size % p;
+    let last = (rest > 0).then(|| rest.max(min_payload as u64));
+    (0..full).map(move |_| p).chain(last).map(|b| 42 + b as usize)
+}
+
+/// The best path from host `src` to host `dst` through the switches'
+/// equal-cost routes: the one with the highest bottleneck rate, then the
+/// lowest total delay (what an ideal load balancer would give a flow alone
+/// in the fabric). `None` if there is no route.
+pub fn path(fabric: &FabricSpec, src: NodeId, dst: NodeId) -> Option<Vec<PathLink>> {
+    let dst_ip: Ipv4Address = fabric.nodes.get(dst.index())?.as_host()?.ip;
+    let first = fabric.nodes.get(src.index())?.ports.first()?;
+    let l = fabric.links.get(first.link.index())?;
+    let mut tables = std::collections::BTreeMap::new();
+    let mut best: Option<Vec<PathLink>> = None;
+    let mut stack = vec![(first.peer, vec![PathLink { rate: l.rate, delay: l.delay }])];
+    while let Some((node, links)) = stack.pop() {
+        if node == dst {
+            let key = |p: &[PathLink]| (p.iter().map(|l| l.rate).min(), std::cmp::Reverse(p.iter().map(|l| l.delay).sum::<Nanos>()));
+            if best.as_ref().is_none_or(|b| key(&links) > key(b)) {
+                best = Some(links);
+            }
+            continue;
+        }
+        if links.len() > 64 {
+            continue;
+        }
+        let Some(sw) = fabric.nodes.get(node.index()).and_then(|n| n.as_switch()) else { continue };
+        let table = tables.entry(node).or_insert_with(|| RouteTable::new(&sw.routes));
+        let Some(group) = table.lookup(dst_ip) else { continue };
+        for p in group {
+            let Some(port) = fabric.nodes[node.index()].ports.get(p.index()) else { continue };
+            let Some(l) = fabric.links.get(port.link.index()) else { continue };
+            let mut next = links.clone();
+            next.push(PathLink { rate: l.rate, delay: l.delay });
+            stack.push((port.peer, next));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_frame_is_serialization_per_hop_plus_propagation() {
+        let p = [PathLink { rate: BitRate::gbps(100), delay: 1000 }; 4];
+        // 1500 B: 120 ns per hop, store-and-forward on 4 links, 4 us propagation.
+        assert_eq!(base_fct([1500], &p), 4 * 120 + 4000);
+    }
+
+    #[test]
+    fn a_train_is_limited_by_the_bottleneck() {
+        let p = [
+            PathLink { rate: BitRate::gbps(100), delay: 1000 },
+            PathLink { rate: BitRate::gbps(25), delay: 1000 },
+            PathLink { rate: BitRate::gbps(100), delay: 1000 },
+        ];
+        // 100 frames of 1000 B: the 25G link needs 320 ns each.
+        let fct = base_fct(std::iter::repeat_n(1000, 100), &p);
+        assert_eq!(fct, 80 + 100 * 320 + 80 + 3000);
+    }
+
+    #[test]
+    fn udp_frames_count_headers() {
+        let v: Vec<usize> = udp_frames(3000, 1472, 16).collect();
+        assert_eq!(v, vec![1514, 1514, 42 + 56]);
+        let v: Vec<usize> = udp_frames(5, 1472, 16).collect();
+        assert_eq!(v, vec![42 + 16]);
+    }
+}
