@@ -98,6 +98,19 @@ pub fn path(fabric: &FabricSpec, src: NodeId, dst: NodeId) -> Option<Vec<PathLin
     best
 }
 
+/// Bandwidth-delay product of the fabric: host link rate x the longest base
+/// RTT from the first host (2 x one-way propagation of the best path),
+/// e.g. 100 Gbit/s x 8 us = 100 KB on leaf-spine-8x8 (the ConWeave paper
+/// uses 104 KB, which adds header and serialization time).
+pub fn bdp_bytes(fabric: &FabricSpec) -> u64 {
+    let hosts = fabric.hosts();
+    let Some(&h0) = hosts.first() else { return 0 };
+    let rate = fabric.nodes[h0.index()].ports.first().map_or(BitRate(0), |p| p.rate);
+    let rtt =
+        hosts.iter().skip(1).filter_map(|&h| path(fabric, h0, h)).map(|p| 2 * p.iter().map(|l| l.delay).sum::<Nanos>()).max().unwrap_or(0);
+    rate.bytes_in(rtt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,9 @@
 //!                   tx_packets, tx_bytes, max_depth_bytes, drops_threshold,
 //!                   drops_buffer_full, ecn_marks
 //! hosts[]           name, ip, counters{...}
+//! slowdown          bdp_bytes, overall / below_bdp / above_bdp / by_size[]
+//!                   (<=10KB, 10KB-100KB, 100KB-1MB, >1MB): flows, avg,
+//!                   p50, p95, p99, p999 of the complete flows' slowdowns
 //! ```
 
 use crate::engine::{Engine, EngineTotals, Node};
@@ -155,6 +158,80 @@ pub struct Summary {
     pub switches: Vec<SwitchResult>,
     /// Hosts.
     pub hosts: Vec<HostResult>,
+    /// FCT slowdown statistics of complete fixed-size flows.
+    pub slowdown: SlowdownReport,
+}
+
+/// Statistics of a set of slowdowns.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct SlowdownStats {
+    /// Number of flows.
+    pub flows: usize,
+    /// Mean.
+    pub avg: f64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+}
+
+impl SlowdownStats {
+    /// Statistics of `v` (nearest-rank percentiles).
+    pub fn of(v: &mut [f64]) -> SlowdownStats {
+        if v.is_empty() {
+            return SlowdownStats::default();
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        let q = |p: f64| v[(((v.len() as f64) * p).ceil() as usize).clamp(1, v.len()) - 1];
+        SlowdownStats {
+            flows: v.len(),
+            avg: v.iter().sum::<f64>() / v.len() as f64,
+            p50: q(0.5),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+        }
+    }
+}
+
+/// Flow-size buckets by size (lower bound exclusive, upper inclusive).
+pub const SIZE_BUCKETS: [(&str, u64, u64); 4] =
+    [("<=10KB", 0, 10_000), ("10KB-100KB", 10_000, 100_000), ("100KB-1MB", 100_000, 1_000_000), (">1MB", 1_000_000, u64::MAX)];
+
+/// Slowdown statistics overall and per flow-size bucket.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct SlowdownReport {
+    /// The fabric's BDP in bytes (see [`crate::fct::bdp_bytes`]).
+    pub bdp_bytes: u64,
+    /// All complete flows.
+    pub overall: SlowdownStats,
+    /// Flows smaller than one BDP.
+    pub below_bdp: SlowdownStats,
+    /// Flows of at least one BDP.
+    pub above_bdp: SlowdownStats,
+    /// By size: (bucket name, stats) for [`SIZE_BUCKETS`].
+    pub by_size: Vec<(String, SlowdownStats)>,
+}
+
+impl SlowdownReport {
+    /// The report for `flows` on a fabric with `bdp_bytes`.
+    pub fn of(flows: &[FlowResult], bdp_bytes: u64) -> SlowdownReport {
+        let pick = |f: &dyn Fn(u64) -> bool| -> SlowdownStats {
+            let mut v: Vec<f64> = flows.iter().filter_map(|x| x.slowdown.zip(x.size)).filter(|(_, s)| f(*s)).map(|(d, _)| d).collect();
+            SlowdownStats::of(&mut v)
+        };
+        SlowdownReport {
+            bdp_bytes,
+            overall: pick(&|_| true),
+            below_bdp: pick(&|s| s < bdp_bytes),
+            above_bdp: pick(&|s| s >= bdp_bytes),
+            by_size: SIZE_BUCKETS.iter().map(|(n, lo, hi)| (n.to_string(), pick(&|s| (s > *lo || *lo == 0) && s <= *hi))).collect(),
+        }
+    }
 }
 
 impl Summary {
@@ -242,6 +319,7 @@ impl Summary {
             }
         }
         flows.sort_by_key(|f| f.id);
+        let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric));
         Summary {
             schema: SCHEMA,
             topology: fabric.name.clone(),
@@ -253,6 +331,7 @@ impl Summary {
             flows,
             switches,
             hosts,
+            slowdown,
         }
     }
 
@@ -287,5 +366,19 @@ impl Summary {
     /// Pretty JSON text.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<f64> = (1..=1000).map(|x| x as f64).collect();
+        let s = SlowdownStats::of(&mut v);
+        assert_eq!((s.flows, s.p50, s.p95, s.p99, s.p999), (1000, 500.0, 950.0, 990.0, 999.0));
+        assert!((s.avg - 500.5).abs() < 1e-9);
+        assert_eq!(SlowdownStats::of(&mut []), SlowdownStats::default());
     }
 }

@@ -55,6 +55,38 @@ enum Command {
         after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000"
     )]
     Run(Box<RunArgs>),
+    /// Run a workload for several schemes x loads and print the paper-style table.
+    #[command(
+        after_help = "Examples:\n  weft compare leaf-spine-8x8 --schemes ecmp --loads 0.5,0.8 --workload alistorage --flows 5000\n  weft compare leaf-spine-2x4 --schemes ecmp --loads 0.3,0.5,0.7 --workload solar --flows 2000 --out cmp/"
+    )]
+    Compare(Box<CompareArgs>),
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// Topology file or shipped name.
+    topology: String,
+    /// Comma-separated schemes (see `weft schemes`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    schemes: Vec<String>,
+    /// Comma-separated fabric-core loads in (0, 1].
+    #[arg(long, value_delimiter = ',', required = true)]
+    loads: Vec<f64>,
+    /// Flow-size distribution: shipped name or CDF file.
+    #[arg(long, default_value = "alistorage")]
+    workload: String,
+    /// Flows per run.
+    #[arg(long, default_value_t = 2000)]
+    flows: usize,
+    /// Run seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Parallel runs (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory (one sub-directory per run).
+    #[arg(long, default_value = "weft-compare")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -176,6 +208,7 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Run(a) => run(*a),
+        Command::Compare(a) => compare(*a),
     }
 }
 
@@ -254,6 +287,54 @@ fn run(a: RunArgs) -> Result<()> {
         println!("note: stopped at --until {} with events still pending", a.until);
     }
     println!("wrote {} and {}", path.display(), csv.display());
+    Ok(())
+}
+
+fn compare(a: CompareArgs) -> Result<()> {
+    let topo = Topology::load(&a.topology)?;
+    for s in &a.schemes {
+        schemes::build(s, &Default::default())?;
+    }
+    if let Some(l) = a.loads.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
+        bail!("--loads: {l} is not in (0, 1]");
+    }
+    let base = RunOptions {
+        seed: a.seed,
+        workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
+        ..RunOptions::default()
+    };
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let n = a.schemes.len() * a.loads.len();
+    eprintln!("running {n} experiments ({} flows each) on {jobs} threads...", a.flows);
+    let started = std::time::Instant::now();
+    let cells = experiment::compare(&topo, &base, &a.schemes, &a.loads, jobs);
+    println!("{} | {} | {} flows per run | seed {} | FCT slowdown avg / p99", topo.fabric.name, a.workload, a.flows, a.seed);
+    println!(
+        "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | by size: <=10KB, 10-100KB, 100KB-1MB, >1MB",
+        "scheme", "load", "overall", "<1 BDP", ">=1 BDP"
+    );
+    for c in &cells {
+        let o = c.outcome.as_ref().map_err(|e| anyhow::anyhow!("{} at load {}: {e}", c.scheme, c.load))?;
+        let s = &o.summary.slowdown;
+        let cell =
+            |x: &emu_node::results::SlowdownStats| if x.flows == 0 { "-".to_string() } else { format!("{:.2} / {:.2}", x.avg, x.p99) };
+        let sizes: Vec<String> = s.by_size.iter().map(|(_, x)| cell(x)).collect();
+        println!(
+            "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | {}",
+            c.scheme,
+            c.load,
+            cell(&s.overall),
+            cell(&s.below_bdp),
+            cell(&s.above_bdp),
+            sizes.join(", ")
+        );
+        let dir = a.out.join(format!("{}-load{}", c.scheme, c.load));
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(dir.join("summary.json"), o.summary.to_json() + "\n")
+            .with_context(|| format!("cannot write into {}", dir.display()))?;
+        std::fs::write(dir.join("flows.csv"), o.summary.flows_csv()).with_context(|| format!("cannot write into {}", dir.display()))?;
+    }
+    println!("({} runs in {:.1}s; results in {})", n, started.elapsed().as_secs_f64(), a.out.display());
     Ok(())
 }
 

@@ -126,6 +126,40 @@ fn an_ns3_flow_list_is_replayed_flow_by_flow() {
 }
 
 #[test]
+fn compare_runs_the_matrix_deterministically_whatever_the_parallelism() {
+    let (a, b) = (tmp("cmp-a"), tmp("cmp-b"));
+    for (d, jobs) in [(&a, "1"), (&b, "2")] {
+        let o = weft(&[
+            "compare",
+            "leaf-spine-2x4",
+            "--schemes",
+            "ecmp",
+            "--loads",
+            "0.3,0.6",
+            "--workload",
+            "solar",
+            "--flows",
+            "400",
+            "--jobs",
+            jobs,
+            "--out",
+            d.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let table = String::from_utf8_lossy(&o.stdout);
+        assert!(table.contains("ecmp") && table.contains("0.3") && table.contains("0.6") && table.contains("<1 BDP"), "{table}");
+    }
+    for cell in ["ecmp-load0.3", "ecmp-load0.6"] {
+        assert_eq!(std::fs::read(a.join(cell).join("summary.json")).unwrap(), std::fs::read(b.join(cell).join("summary.json")).unwrap());
+    }
+    let o = weft(&["compare", "leaf-spine-2x4", "--schemes", "ecmp", "--loads", "1.5"]);
+    assert!(!o.status.success() && stderr(&o).contains("1.5 is not in (0, 1]"));
+    for d in [a, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
 fn validate_resources_and_schemes() {
     let o = weft(&["validate", "leaf-spine-8x8"]);
     assert!(o.status.success());
