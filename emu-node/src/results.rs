@@ -132,7 +132,7 @@ pub struct HostResult {
     /// Address.
     pub ip: String,
     /// Counters.
-    pub counters: crate::host::udp::HostCounters,
+    pub counters: crate::host::HostCounters,
 }
 
 /// The whole `summary.json`.

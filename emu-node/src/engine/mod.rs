@@ -127,7 +127,7 @@ pub enum EngineError {
     Switch(#[from] SwitchError),
     /// A host could not be built.
     #[error(transparent)]
-    Host(#[from] crate::host::udp::HostError),
+    Host(#[from] crate::host::HostError),
     /// More ports + nodes + link events than the event encoding holds.
     #[error("fabric too large for one engine: {ids} channels, nodes and link events (at most {max})")]
     TooLarge {

@@ -2,9 +2,13 @@
 //! (`handle_frame`, `handle_timeout`, `poll_timeout`, outputs into a
 //! caller-owned buffer). No clock, no socket, no global RNG.
 //!
+//! - [`nic`]: the interface every host has (serializer, ARP, PFC, control
+//!   frames);
 //! - [`udp`]: UDP flows (fixed size or constant bit rate) with a probe
 //!   header, used to exercise forwarding, queues, ECN and PFC.
 
+pub mod nic;
 pub mod udp;
 
+pub use nic::{HostCounters, HostError, Nic};
 pub use udp::{FlowStats, UdpFlow, UdpHost, UdpMode};

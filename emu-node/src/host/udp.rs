@@ -15,13 +15,13 @@
 //! sends nothing while paused; payload bytes sent = flow size for
 //! [`UdpMode::Bytes`].
 
+use super::nic::{HostCounters, HostError, Nic};
 use crate::fabric::NodeSpec;
 use crate::ids::{FlowId, NodeId, PortId};
-use crate::serializer::Serializer;
 use crate::switch::Transmit;
-use crate::time::{BitRate, Nanos, MICROS};
-use crate::wire::frame::{FrameInfo, FrameKind};
-use crate::wire::{arp, ethernet, ipv4, pfc, udp, EtherType, EthernetAddress, Ipv4Address};
+use crate::time::{BitRate, Nanos};
+use crate::wire::frame::FrameInfo;
+use crate::wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -30,7 +30,6 @@ use std::collections::{BinaryHeap, VecDeque};
 
 /// Length of the probe header at the start of every UDP payload.
 pub const PROBE_LEN: usize = 16;
-const ARP_RETRY: Nanos = 100 * MICROS;
 
 /// How much a flow sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -106,84 +105,32 @@ pub struct TxState {
     seq: u32,
 }
 
-/// Host counters.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct HostCounters {
-    /// Frames sent.
-    pub tx_frames: u64,
-    /// Bytes sent (frames).
-    pub tx_bytes: u64,
-    /// Frames received.
-    pub rx_frames: u64,
-    /// Malformed frames received.
-    pub rx_malformed: u64,
-    /// Frames not for this host.
-    pub rx_ignored: u64,
-    /// PFC frames received.
-    pub pfc_received: u64,
-    /// ARP requests sent.
-    pub arp_requests: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Arp {
-    Unresolved,
-    Requested(Nanos),
-    Resolved(EthernetAddress),
-}
-
 /// A synthetic UDP host. Call order as [`crate::switch::Switch`].
 #[derive(Debug)]
 pub struct UdpHost {
     id: NodeId,
     name: String,
-    ip: Ipv4Address,
-    mac: EthernetAddress,
-    gateway: Ipv4Address,
-    mtu: u16,
-    arp: Arp,
-    nic: Serializer,
+    nic: Nic,
     flows: Vec<TxState>,
     waiting: BinaryHeap<Reverse<(Nanos, u32)>>,
     ready: VecDeque<u32>,
     paused_flows: [Vec<u32>; 8],
-    pfc_paused_until: [Nanos; 8],
-    control: VecDeque<BytesMut>,
     rx: FxHashMap<u32, FlowStats>,
-    counters: HostCounters,
     timer: Option<Nanos>,
-}
-
-/// Errors building a host.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostError {
-    /// The node is not a host or has no link.
-    #[error("node `{0}` is not a host with one link")]
-    NotAHost(String),
 }
 
 impl UdpHost {
     /// The host of fabric node `node`.
     pub fn from_spec(id: NodeId, node: &NodeSpec) -> Result<Self, HostError> {
-        let h = node.as_host().ok_or_else(|| HostError::NotAHost(node.name.clone()))?;
-        let port = node.ports.first().ok_or_else(|| HostError::NotAHost(node.name.clone()))?;
         Ok(UdpHost {
             id,
             name: node.name.clone(),
-            ip: h.ip,
-            mac: h.mac,
-            gateway: h.gateway,
-            mtu: port.mtu,
-            arp: Arp::Unresolved,
-            nic: Serializer::new(port.rate),
+            nic: Nic::from_spec(node)?,
             flows: Vec::new(),
             waiting: BinaryHeap::new(),
             ready: VecDeque::new(),
             paused_flows: Default::default(),
-            pfc_paused_until: [0; 8],
-            control: VecDeque::new(),
             rx: FxHashMap::default(),
-            counters: HostCounters::default(),
             timer: None,
         })
     }
@@ -198,7 +145,7 @@ impl UdpHost {
     }
     /// Address.
     pub fn ip(&self) -> Ipv4Address {
-        self.ip
+        self.nic.ip
     }
     /// NIC rate.
     pub fn rate(&self) -> BitRate {
@@ -206,7 +153,7 @@ impl UdpHost {
     }
     /// Counters.
     pub fn counters(&self) -> &HostCounters {
-        &self.counters
+        &self.nic.counters
     }
     /// Sender-side state of its flows.
     pub fn tx_flows(&self) -> &[TxState] {
@@ -221,7 +168,7 @@ impl UdpHost {
     pub fn add_flow(&mut self, flow: UdpFlow) {
         let i = self.flows.len() as u32;
         let mut f = flow;
-        f.payload_len = f.payload_len.clamp(PROBE_LEN as u16, self.mtu.saturating_sub(28).max(PROBE_LEN as u16));
+        f.payload_len = f.payload_len.clamp(PROBE_LEN as u16, self.nic.mtu.saturating_sub(28).max(PROBE_LEN as u16));
         self.flows.push(TxState { flow: f, bytes_sent: 0, packets_sent: 0, first_sent: None, last_sent: None, next_send: f.start, seq: 0 });
         self.waiting.push(Reverse((f.start, i)));
         self.timer = Some(self.timer.map_or(f.start, |t| t.min(f.start)));
@@ -244,99 +191,42 @@ impl UdpHost {
 
     /// A frame received at `now`.
     pub fn handle_frame(&mut self, now: Nanos, _port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
-        self.counters.rx_frames += 1;
+        self.nic.counters.rx_frames += 1;
         let info = match FrameInfo::parse(&frame) {
             Ok(i) => i,
             Err(_) => {
-                self.counters.rx_malformed += 1;
+                self.nic.counters.rx_malformed += 1;
                 return;
             }
         };
-        match info.kind {
-            FrameKind::Pfc => {
-                let Some(r) = info.pfc(&frame) else { return };
-                self.counters.pfc_received += 1;
-                for c in 0..8 {
-                    if r.class_enable & (1 << c) != 0 {
-                        let q = r.quanta[c];
-                        self.pfc_paused_until[c] = if q == 0 { 0 } else { now + pfc::quanta_to_ns(q, self.nic.rate()) };
-                    }
-                }
-                self.pump(now, out);
-            }
-            FrameKind::Arp => self.handle_arp(now, &frame[info.l3_offset as usize..], out),
-            FrameKind::Ipv4 => {
-                let Some(ip) = info.ip else { return };
-                if ip.dst != self.ip || ip.protocol != 17 {
-                    self.counters.rx_ignored += 1;
-                    return;
-                }
-                let l4 = ip.l4_offset as usize;
-                let payload = &frame[l4 + udp::HEADER_LEN..];
-                if payload.len() < PROBE_LEN {
-                    self.counters.rx_malformed += 1;
-                    return;
-                }
-                let flow = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-                let seq = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
-                let udp_len = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as u64;
-                let s = self.rx.entry(flow).or_default();
-                s.bytes += udp_len.saturating_sub(udp::HEADER_LEN as u64);
-                s.packets += 1;
-                s.ecn_marks += (ip.ecn == ipv4::Ecn::Ce) as u64;
-                if seq < s.next_seq {
-                    s.out_of_order += 1;
-                } else {
-                    s.next_seq = seq + 1;
-                }
-                s.first_arrival.get_or_insert(now);
-                s.last_arrival = Some(now);
-            }
-            FrameKind::Other(_) => self.counters.rx_ignored += 1,
+        if self.nic.handle_control(now, &info, &frame) {
+            self.pump(now, out);
+            return;
         }
-    }
-
-    fn handle_arp(&mut self, now: Nanos, b: &[u8], out: &mut Vec<Transmit>) {
-        let Ok(p) = arp::Packet::new_checked(b) else {
-            self.counters.rx_malformed += 1;
+        let Some(ip) = info.ip.filter(|ip| ip.dst == self.nic.ip && ip.protocol == 17) else {
+            self.nic.counters.rx_ignored += 1;
             return;
         };
-        let r = arp::Repr::parse(&p);
-        match r.operation {
-            arp::Operation::Reply if r.sender_ip == self.gateway => {
-                self.arp = Arp::Resolved(r.sender_hw);
-                self.pump(now, out);
-            }
-            arp::Operation::Request if r.target_ip == self.ip => {
-                let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
-                ethernet::Repr { dst: r.sender_hw, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
-                arp::Repr {
-                    operation: arp::Operation::Reply,
-                    sender_hw: self.mac,
-                    sender_ip: self.ip,
-                    target_hw: r.sender_hw,
-                    target_ip: r.sender_ip,
-                }
-                .emit(&mut f[ethernet::HEADER_LEN..]);
-                self.control.push_back(f);
-                self.pump(now, out);
-            }
-            _ => {}
+        let l4 = ip.l4_offset as usize;
+        let payload = &frame[l4 + udp::HEADER_LEN..];
+        if payload.len() < PROBE_LEN {
+            self.nic.counters.rx_malformed += 1;
+            return;
         }
-    }
-
-    fn arp_request(&self) -> BytesMut {
-        let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
-        ethernet::Repr { dst: EthernetAddress::BROADCAST, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
-        arp::Repr {
-            operation: arp::Operation::Request,
-            sender_hw: self.mac,
-            sender_ip: self.ip,
-            target_hw: EthernetAddress::default(),
-            target_ip: self.gateway,
+        let flow = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+        let seq = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+        let udp_len = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as u64;
+        let s = self.rx.entry(flow).or_default();
+        s.bytes += udp_len.saturating_sub(udp::HEADER_LEN as u64);
+        s.packets += 1;
+        s.ecn_marks += (ip.ecn == ipv4::Ecn::Ce) as u64;
+        if seq < s.next_seq {
+            s.out_of_order += 1;
+        } else {
+            s.next_seq = seq + 1;
         }
-        .emit(&mut f[ethernet::HEADER_LEN..]);
-        f
+        s.first_arrival.get_or_insert(now);
+        s.last_arrival = Some(now);
     }
 
     fn build_packet(&mut self, i: usize, gw: EthernetAddress, now: Nanos) -> BytesMut {
@@ -348,9 +238,9 @@ impl UdpHost {
         };
         let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload;
         let mut b = BytesMut::zeroed(ethernet::HEADER_LEN + ip_len);
-        ethernet::Repr { dst: gw, src: self.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
+        ethernet::Repr { dst: gw, src: self.nic.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
         ipv4::Repr {
-            src: self.ip,
+            src: self.nic.ip,
             dst: f.dst,
             protocol: ipv4::Protocol::Udp,
             dscp: f.dscp,
@@ -384,13 +274,6 @@ impl UdpHost {
         }
     }
 
-    fn transmit(&mut self, now: Nanos, frame: BytesMut, out: &mut Vec<Transmit>) {
-        let end = self.nic.start(now, frame.len());
-        self.counters.tx_frames += 1;
-        self.counters.tx_bytes += frame.len() as u64;
-        out.push(Transmit { port: PortId(0), frame, start: now, end });
-    }
-
     /// Sends the next frame if the NIC is idle; re-arms the timer.
     fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
         while let Some(&Reverse((t, i))) = self.waiting.peek() {
@@ -400,49 +283,37 @@ impl UdpHost {
             self.waiting.pop();
             self.ready.push_back(i);
         }
-        for c in 0..8 {
-            if self.pfc_paused_until[c] <= now && !self.paused_flows[c].is_empty() {
-                let v = std::mem::take(&mut self.paused_flows[c]);
+        for c in 0..8u8 {
+            if self.nic.paused_until(c) <= now && !self.paused_flows[c as usize].is_empty() {
+                let v = std::mem::take(&mut self.paused_flows[c as usize]);
                 self.ready.extend(v);
             }
         }
-        if !self.nic.is_busy(now) {
-            if let Some(f) = self.control.pop_front() {
-                self.transmit(now, f, out);
-            } else if !self.ready.is_empty() {
-                match self.arp {
-                    Arp::Resolved(gw) => self.send_data(now, gw, out),
-                    Arp::Unresolved => {
-                        self.arp = Arp::Requested(now);
-                        self.counters.arp_requests += 1;
-                        let f = self.arp_request();
-                        self.transmit(now, f, out);
-                    }
-                    Arp::Requested(at) if now >= at + ARP_RETRY => {
-                        self.arp = Arp::Unresolved;
-                        return self.pump(now, out);
-                    }
-                    Arp::Requested(_) => {}
+        if !self.nic.send_control(now, out) && !self.nic.is_busy(now) && !self.ready.is_empty() {
+            match self.nic.gateway_mac(now) {
+                Some(gw) => self.send_data(now, gw, out),
+                None => {
+                    self.nic.send_control(now, out);
                 }
             }
         }
         // Next wakeup.
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
-        if self.nic.is_busy(now) && (!self.control.is_empty() || (!self.ready.is_empty() && matches!(self.arp, Arp::Resolved(_)))) {
+        if self.nic.is_busy(now) && (self.nic.has_control() || !self.ready.is_empty()) {
             consider(self.nic.busy_until());
         }
-        if let Arp::Requested(at) = self.arp {
-            if !self.ready.is_empty() {
-                consider(at + ARP_RETRY);
+        if !self.ready.is_empty() {
+            if let Some(t) = self.nic.arp_retry_at() {
+                consider(t);
             }
         }
         if let Some(&Reverse((t, _))) = self.waiting.peek() {
             consider(t.max(self.nic.busy_until()));
         }
-        for c in 0..8 {
-            if !self.paused_flows[c].is_empty() {
-                consider(self.pfc_paused_until[c]);
+        for c in 0..8u8 {
+            if !self.paused_flows[c as usize].is_empty() {
+                consider(self.nic.paused_until(c));
             }
         }
         self.timer = next;
@@ -454,9 +325,9 @@ impl UdpHost {
             if Self::flow_done(st) {
                 continue;
             }
-            let class = (st.flow.dscp >> 3) as usize & 7;
-            if self.pfc_paused_until[class] > now {
-                self.paused_flows[class].push(i);
+            let class = (st.flow.dscp >> 3) & 7;
+            if self.nic.paused_until(class) > now {
+                self.paused_flows[class as usize].push(i);
                 continue;
             }
             if st.next_send > now {
@@ -464,7 +335,7 @@ impl UdpHost {
                 continue;
             }
             let f = self.build_packet(i as usize, gw, now);
-            self.transmit(now, f, out);
+            self.nic.transmit(now, f, out);
             let st = &self.flows[i as usize];
             if !Self::flow_done(st) {
                 if st.next_send > now {
