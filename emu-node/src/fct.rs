@@ -62,6 +62,18 @@ pub fn udp_frames(size: u64, payload: u16, min_payload: u16) -> impl Iterator<It
     (0..full).map(move |_| p).chain(last).map(|b| 42 + b as usize)
 }
 
+/// Wire sizes of a RoCEv2 WRITE of `size` bytes in packets of `payload`
+/// bytes (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4, RETH 16 on the
+/// first packet).
+pub fn roce_frames(size: u64, payload: u16) -> impl Iterator<Item = usize> {
+    let p = payload.max(1) as u64;
+    let n = size.div_ceil(p).max(1);
+    (0..n).map(move |k| {
+        let bytes = if k + 1 == n { size - p * k } else { p } as usize;
+        crate::host::roce::DATA_OVERHEAD + bytes + if k == 0 { crate::wire::roce::RETH_LEN } else { 0 }
+    })
+}
+
 /// The best path from host `src` to host `dst` through the switches'
 /// equal-cost routes: the one with the highest bottleneck rate, then the
 /// lowest total delay (what an ideal load balancer would give a flow alone
@@ -98,16 +110,18 @@ pub fn path(fabric: &FabricSpec, src: NodeId, dst: NodeId) -> Option<Vec<PathLin
     best
 }
 
-/// Bandwidth-delay product of the fabric: host link rate x the longest base
-/// RTT from the first host (2 x one-way propagation of the best path),
-/// e.g. 100 Gbit/s x 8 us = 100 KB on leaf-spine-8x8 (the ConWeave paper
-/// uses 104 KB, which adds header and serialization time).
+/// Bandwidth-delay product of the fabric: host link rate x the base RTT of
+/// the longest path from the first host, where the RTT is the one-way time
+/// of a full RoCE data packet (1000 B payload) plus that of its ACK. On
+/// leaf-spine-8x8 this gives 104.5 KB, the ConWeave paper's 104 KB.
 pub fn bdp_bytes(fabric: &FabricSpec) -> u64 {
     let hosts = fabric.hosts();
     let Some(&h0) = hosts.first() else { return 0 };
     let rate = fabric.nodes[h0.index()].ports.first().map_or(BitRate(0), |p| p.rate);
+    let data = crate::host::roce::DATA_OVERHEAD + 1000;
+    let ack = crate::host::roce::DATA_OVERHEAD + crate::wire::roce::AETH_LEN;
     let rtt =
-        hosts.iter().skip(1).filter_map(|&h| path(fabric, h0, h)).map(|p| 2 * p.iter().map(|l| l.delay).sum::<Nanos>()).max().unwrap_or(0);
+        hosts.iter().skip(1).filter_map(|&h| path(fabric, h0, h)).map(|p| base_fct([data], &p) + base_fct([ack], &p)).max().unwrap_or(0);
     rate.bytes_in(rtt)
 }
 

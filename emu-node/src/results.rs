@@ -82,6 +82,10 @@ pub struct FlowResult {
     pub base_fct: Option<Nanos>,
     /// `fct / base_fct`.
     pub slowdown: Option<f64>,
+    /// Packets sent again (RoCE).
+    pub retransmits: u64,
+    /// NAKs the receiver sent (RoCE).
+    pub naks: u64,
 }
 
 /// A queue's results.
@@ -239,13 +243,23 @@ impl Summary {
     pub fn collect(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64) -> Summary {
         let name_of = |n: crate::ids::NodeId| fabric.nodes.get(n.index()).map(|x| x.name.clone()).unwrap_or_default();
         let mut rx = BTreeMap::new();
+        let mut roce_rx = BTreeMap::new();
         for n in engine.nodes() {
-            if let Node::UdpHost(h) = n {
-                for (id, s) in h.rx_flows() {
-                    rx.insert(*id, *s);
+            match n {
+                Node::UdpHost(h) => {
+                    for (id, s) in h.rx_flows() {
+                        rx.insert(*id, *s);
+                    }
                 }
+                Node::RoceHost(h) => {
+                    for (qpn, r) in h.recv_qps() {
+                        roce_rx.insert(*qpn, r.clone());
+                    }
+                }
+                Node::Switch(_) => {}
             }
         }
+        let host_by_ip = |ip: crate::wire::Ipv4Address| fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == ip));
         let mut flows = Vec::new();
         let mut switches = Vec::new();
         let mut hosts = Vec::new();
@@ -255,7 +269,7 @@ impl Summary {
                     hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
                     for tx in h.tx_flows() {
                         let r = rx.get(&tx.flow.id.0).copied().unwrap_or_default();
-                        let dst_id = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == tx.flow.dst));
+                        let dst_id = host_by_ip(tx.flow.dst);
                         let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| tx.flow.dst.to_string());
                         let size = match tx.flow.mode {
                             UdpMode::Bytes(b) => Some(b),
@@ -289,6 +303,45 @@ impl Summary {
                             fct: fct_ns,
                             base_fct: base,
                             slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
+                            retransmits: 0,
+                            naks: 0,
+                        });
+                    }
+                }
+                Node::RoceHost(h) => {
+                    hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
+                    let payload = h.config().payload;
+                    for qp in h.send_qps() {
+                        let r = roce_rx.get(&(qp.flow.id.0 + 1)).cloned().unwrap_or_default();
+                        let dst_id = host_by_ip(qp.flow.dst);
+                        let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| qp.flow.dst.to_string());
+                        let base = dst_id.and_then(|d| {
+                            let path = fct::path(fabric, crate::ids::NodeId(i as u32), crate::ids::NodeId(d as u32))?;
+                            Some(fct::base_fct(fct::roce_frames(qp.flow.size, payload), &path))
+                        });
+                        let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
+                        let sent = qp.snd_nxt as u64 + qp.retransmits;
+                        flows.push(FlowResult {
+                            id: qp.flow.id.0,
+                            src: h.name().to_string(),
+                            dst,
+                            bytes_sent: qp.flow.size,
+                            bytes_delivered: r.bytes,
+                            packets_sent: sent,
+                            packets_delivered: r.packets,
+                            drops: sent.saturating_sub(r.packets),
+                            ecn_marks: r.ecn_marks,
+                            out_of_order: r.out_of_order,
+                            first_arrival: r.first_arrival,
+                            last_arrival: r.completed,
+                            size: Some(qp.flow.size),
+                            start: qp.flow.start,
+                            first_sent: qp.first_sent,
+                            fct: fct_ns,
+                            base_fct: base,
+                            slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
+                            retransmits: qp.retransmits,
+                            naks: r.naks,
                         });
                     }
                 }

@@ -9,8 +9,9 @@
 //! time, whichever comes first.
 
 use crate::topology::Topology;
-use emu_node::engine::{Engine, EngineConfig, EngineError, Node};
+use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
 use emu_node::fabric::NodeKind;
+use emu_node::host::{RoceConfig, RoceFlow};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
 use emu_node::results::Summary;
@@ -49,9 +50,34 @@ pub struct RunOptions {
     pub until: Nanos,
     /// Poisson arrivals from a flow-size CDF instead of `traffic`.
     pub workload: Option<WorkloadOptions>,
+    /// What the hosts run.
+    pub transport: Transport,
     /// An explicit flow list (name, text) in the ns-3 generator's format
     /// instead of `traffic` (see [`emu_node::workload::parse_flow_list`]).
     pub flow_list: Option<(String, String)>,
+}
+
+/// The transport of the synthetic hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP flows at line rate, no congestion control.
+    Udp,
+    /// RoCEv2 with DCQCN, Go-Back-N; PFC on in every switch.
+    RoceLossless,
+    /// RoCEv2 with DCQCN, IRN (selective repeat, BDP flow control), no PFC.
+    RoceIrn,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "udp" => Ok(Transport::Udp),
+            "roce-lossless" => Ok(Transport::RoceLossless),
+            "roce-irn" => Ok(Transport::RoceIrn),
+            other => Err(format!("unknown transport `{other}` (udp, roce-lossless, roce-irn)")),
+        }
+    }
 }
 
 /// A Poisson workload (ConWeave §4.1 convention for `load`).
@@ -84,6 +110,7 @@ impl Default for RunOptions {
             until: 1_000_000_000,
             workload: None,
             flow_list: None,
+            transport: Transport::Udp,
         }
     }
 }
@@ -97,6 +124,9 @@ pub enum RunError {
     /// A flow list that does not parse or does not fit the topology.
     #[error(transparent)]
     FlowList(#[from] emu_node::workload::WorkloadFileError),
+    /// A combination the transport cannot do.
+    #[error("{0}")]
+    Transport(String),
     /// A load outside (0, 1].
     #[error("--load {0} must be in (0, 1]")]
     Load(f64),
@@ -131,8 +161,11 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
                 s.scheme = sc.clone();
             }
             s.params.extend(opts.params.clone());
-            if let Some(p) = opts.pfc {
-                s.pfc = p;
+            match (opts.pfc, opts.transport) {
+                (Some(p), _) => s.pfc = p,
+                (None, Transport::RoceLossless) => s.pfc = true,
+                (None, Transport::RoceIrn) => s.pfc = false,
+                (None, Transport::Udp) => {}
             }
         }
     }
@@ -163,7 +196,24 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
                 .collect()
         }
     };
-    let mut engine = Engine::new(&fabric, &EngineConfig { seed: opts.seed, ..EngineConfig::default() })?;
+    let host_rate = hosts.first().and_then(|h| fabric.nodes[h.index()].ports.first()).map_or(BitRate::gbps(100), |p| p.rate);
+    let host_transport = match opts.transport {
+        Transport::Udp => HostTransport::Udp,
+        t => {
+            if opts.rate.is_some() {
+                return Err(RunError::Transport("--rate (constant bit rate) is for UDP hosts; RoCE flows have a size".into()));
+            }
+            // DESIGN 8.1 at 100 Gbit/s, scaled to the host link rate.
+            let scale = host_rate.bps() as f64 / 1e11;
+            let scaled = |r: BitRate| BitRate(((r.bps() as f64) * scale).round().max(1.0) as u64);
+            let mut rc = if t == Transport::RoceIrn { RoceConfig::irn(emu_node::fct::bdp_bytes(&fabric)) } else { RoceConfig::lossless() };
+            rc.dcqcn.rai = scaled(rc.dcqcn.rai);
+            rc.dcqcn.rhai = scaled(rc.dcqcn.rhai);
+            rc.dcqcn.min_rate = scaled(rc.dcqcn.min_rate);
+            HostTransport::Roce(rc)
+        }
+    };
+    let mut engine = Engine::new(&fabric, &EngineConfig { seed: opts.seed, transport: host_transport, ..EngineConfig::default() })?;
     for (i, &(src_i, dst_i, size, start)) in plan.iter().enumerate() {
         let src = hosts[src_i];
         let dst_ip = fabric.nodes[hosts[dst_i].index()].as_host().map(|h| h.ip).unwrap_or_default();
@@ -183,8 +233,17 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
                 (None, None) => UdpMode::Bytes(opts.flow_size),
             },
         };
-        if let Some(Node::UdpHost(h)) = engine.node_mut(src) {
-            h.add_flow(flow);
+        match engine.node_mut(src) {
+            Some(Node::UdpHost(h)) => h.add_flow(flow),
+            Some(Node::RoceHost(h)) => h.add_flow(RoceFlow {
+                id: flow.id,
+                dst: flow.dst,
+                size: size.unwrap_or(opts.flow_size),
+                start,
+                src_port: flow.src_port,
+                dscp: flow.dscp,
+            }),
+            _ => {}
         }
         engine.refresh(src);
     }

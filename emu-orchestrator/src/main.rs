@@ -96,6 +96,9 @@ struct RunArgs {
     /// Scheme for every switch (default: as in the topology).
     #[arg(long)]
     scheme: Option<String>,
+    /// Host transport: udp, roce-lossless (Go-Back-N + PFC), roce-irn (selective repeat, BDP flow control, no PFC).
+    #[arg(long, default_value = "udp")]
+    transport: String,
     /// Traffic pattern: permutation, incast:N, all-to-all, pair:A:B.
     #[arg(long, default_value = "permutation")]
     traffic: String,
@@ -250,6 +253,7 @@ fn run(a: RunArgs) -> Result<()> {
                 std::fs::read_to_string(p).with_context(|| format!("cannot read --flows-file {}", p.display()))?,
             )),
         },
+        transport: a.transport.parse().map_err(anyhow::Error::msg)?,
         workload: match &a.workload {
             None => None,
             Some(w) => Some(WorkloadOptions {

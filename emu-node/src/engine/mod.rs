@@ -18,7 +18,7 @@
 //! event sequence and byte-identical results.
 
 use crate::fabric::{FabricSpec, LinkAction, LinkEvent, NodeKind};
-use crate::host::UdpHost;
+use crate::host::{RoceConfig, RoceHost, UdpHost};
 use crate::ids::{LinkId, NodeId, PortId};
 use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
 use crate::time::{BitRate, Nanos};
@@ -36,6 +36,8 @@ pub enum Node {
     Switch(Box<Switch>),
     /// A synthetic UDP host.
     UdpHost(Box<UdpHost>),
+    /// A synthetic RoCEv2 host.
+    RoceHost(Box<RoceHost>),
 }
 
 impl Node {
@@ -43,18 +45,21 @@ impl Node {
         match self {
             Node::Switch(s) => s.handle_frame(now, port, frame, out),
             Node::UdpHost(h) => h.handle_frame(now, port, frame, out),
+            Node::RoceHost(h) => h.handle_frame(now, port, frame, out),
         }
     }
     fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
         match self {
             Node::Switch(s) => s.handle_timeout(now, out),
             Node::UdpHost(h) => h.handle_timeout(now, out),
+            Node::RoceHost(h) => h.handle_timeout(now, out),
         }
     }
     fn poll_timeout(&self) -> Option<Nanos> {
         match self {
             Node::Switch(s) => s.poll_timeout(),
             Node::UdpHost(h) => h.poll_timeout(),
+            Node::RoceHost(h) => h.poll_timeout(),
         }
     }
 }
@@ -111,11 +116,22 @@ pub struct EngineConfig {
     pub snapshot_period_ns: Nanos,
     /// Control-plane latency.
     pub cpu_latency_ns: Nanos,
+    /// What the hosts run.
+    pub transport: HostTransport,
+}
+
+/// What synthetic hosts run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HostTransport {
+    /// UDP flows ([`UdpHost`]).
+    Udp,
+    /// RoCEv2 RC with DCQCN ([`RoceHost`]).
+    Roce(RoceConfig),
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { seed: 1, strict: false, snapshot_period_ns: 1_000, cpu_latency_ns: 10_000 }
+        EngineConfig { seed: 1, strict: false, snapshot_period_ns: 1_000, cpu_latency_ns: 10_000, transport: HostTransport::Udp }
     }
 }
 
@@ -219,7 +235,10 @@ impl Engine {
             let id = NodeId(i as u32);
             nodes.push(match &n.kind {
                 NodeKind::Switch(_) => Node::Switch(Box::new(Switch::from_spec(id, n, switch_config(fabric, id, cfg)?)?)),
-                NodeKind::Host(_) => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
+                NodeKind::Host(_) => match cfg.transport {
+                    HostTransport::Udp => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
+                    HostTransport::Roce(rc) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc)?)),
+                },
             });
         }
         Self::with_nodes(fabric, nodes)
@@ -283,7 +302,11 @@ impl Engine {
     }
 
     fn rearm(&mut self, node: NodeId) {
-        let Some(t) = self.nodes[node.index()].poll_timeout() else { return };
+        let Some(t) = self.nodes[node.index()].poll_timeout() else {
+            // Nothing to wait for: an armed event becomes stale.
+            self.armed[node.index()] = None;
+            return;
+        };
         if let Some((at, _)) = self.armed[node.index()] {
             if at <= t {
                 return;
@@ -378,8 +401,13 @@ impl Engine {
                     prefetch(f.as_ptr());
                 }
             }
-            self.now = ev.at;
             let id = ev.tag & ID_MASK;
+            if (self.timer_base..self.link_base).contains(&id)
+                && self.armed[(id - self.timer_base) as usize].map(|(_, tag)| tag) != Some(ev.tag)
+            {
+                continue; // stale timer: does not advance time
+            }
+            self.now = ev.at;
             if id < self.timer_base {
                 let ch = &mut self.channels[id as usize];
                 let Some((_, frame)) = ch.in_flight.pop_front() else { continue };
@@ -401,9 +429,6 @@ impl Engine {
                 self.flush(node);
             } else if id < self.link_base {
                 let node = NodeId((id - self.timer_base) as u32);
-                if self.armed[node.index()].map(|(_, tag)| tag) != Some(ev.tag) {
-                    continue;
-                }
                 n += 1;
                 self.armed[node.index()] = None;
                 self.nodes[node.index()].handle_timeout(ev.at, &mut self.out);
@@ -440,6 +465,7 @@ impl Engine {
                     s.set_port_rate(now, port, rate);
                 }
                 Node::UdpHost(h) => h.set_port_rate(now, rate),
+                Node::RoceHost(h) => h.set_port_rate(now, rate),
             }
             self.flush(node);
         }

@@ -8,7 +8,9 @@
 //!   header, used to exercise forwarding, queues, ECN and PFC.
 
 pub mod nic;
+pub mod roce;
 pub mod udp;
 
 pub use nic::{HostCounters, HostError, Nic};
+pub use roce::{RoceConfig, RoceFlow, RoceHost};
 pub use udp::{FlowStats, UdpFlow, UdpHost, UdpMode};

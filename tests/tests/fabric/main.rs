@@ -5,6 +5,7 @@ mod base_fct;
 mod determinism;
 mod failures;
 mod incast;
+mod roce;
 
 use emu_orchestrator::experiment::{self, RunOptions, RunOutcome};
 use emu_orchestrator::topology::Topology;

@@ -1,0 +1,132 @@
+//! RoCEv2 hosts end to end: a flow alone runs at line rate; one reordered
+//! packet costs Go-Back-N a NAK and a go-back, and IRN one selective resend.
+
+use crate::run;
+use emu_node::engine::{switch_config, Engine, EngineConfig, HostTransport, Node};
+use emu_node::host::{RoceConfig, RoceFlow, RoceHost};
+use emu_node::ids::{FlowId, NodeId};
+use emu_node::results::Summary;
+use emu_node::schemes::ecmp::Ecmp;
+use emu_node::switch::Switch;
+use emu_node::tofino::program::Declarations;
+use emu_node::tofino::{IngressCx, PacketSource, Program, ProgramError};
+use emu_node::traffic::Pattern;
+use emu_orchestrator::experiment::{RunOptions, Transport};
+use emu_orchestrator::topology::{Topology, SHIPPED};
+
+#[test]
+fn one_roce_flow_alone_runs_at_line_rate_with_both_transports() {
+    for name in ["leaf-spine-2x4", "leaf-spine-8x8"] {
+        let text = SHIPPED.iter().find(|(n, _)| *n == name).unwrap().1;
+        for transport in [Transport::RoceLossless, Transport::RoceIrn] {
+            let opts = RunOptions { traffic: Pattern::Pair(0, 15), flow_size: 2_000_000, transport, ..RunOptions::default() };
+            let s = run(text, &opts).summary;
+            let f = &s.flows[0];
+            assert_eq!(f.bytes_delivered, 2_000_000);
+            let sd = f.slowdown.unwrap();
+            assert!((1.0..=1.05).contains(&sd), "{name} {transport:?}: slowdown {sd}");
+            assert_eq!((f.retransmits, f.naks, f.out_of_order), (0, 0, 0));
+        }
+    }
+}
+
+/// ECMP, except that the first data packet with PSN 10 entering from a host
+/// is recirculated three times (~3 us) before it is forwarded: it falls
+/// behind the packets sent after it. Its retransmissions pass normally.
+struct DelayOne(Ecmp, bool);
+
+impl Program for DelayOne {
+    fn name(&self) -> &'static str {
+        "delay-one"
+    }
+    fn declare(&mut self, d: &mut Declarations) {
+        self.0.declare(d);
+    }
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        let psn = cx.info.ip.and_then(|ip| ip.bth_offset).map(|b| {
+            let b = b as usize;
+            (cx.frame[b], u32::from_be_bytes([0, cx.frame[b + 9], cx.frame[b + 10], cx.frame[b + 11]]))
+        });
+        let target = matches!(psn, Some((op, 10)) if op != 0x11 && op != 0x81);
+        match cx.source {
+            PacketSource::Port(p) if target && p.0 == 0 && !self.1 => {
+                self.1 = true;
+                cx.decision.recirculate = true;
+                Ok(())
+            }
+            PacketSource::Recirculated { pass, .. } if target && pass < 3 => {
+                cx.decision.recirculate = true;
+                Ok(())
+            }
+            _ => self.0.ingress(cx),
+        }
+    }
+}
+
+/// One 200-packet flow h0 -> far over a 2-leaf fabric with 200 ns links
+/// (RTT ~2 us, shorter than the 4 us NAK interval), leaf0 running `DelayOne`.
+fn reorder_run(rc: RoceConfig, delay: bool) -> Summary {
+    let fabric = Topology::parse(
+        "reorder.toml",
+        r#"
+[generator]
+kind = "leaf-spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 1
+host_link = { rate = "100Gbps", delay = "200ns" }
+"#,
+    )
+    .unwrap()
+    .fabric;
+    let cfg = EngineConfig { seed: 1, strict: true, transport: HostTransport::Roce(rc), ..EngineConfig::default() };
+    let nodes: Vec<Node> = fabric
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let id = NodeId(i as u32);
+            match n.as_host() {
+                Some(_) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc).unwrap())),
+                None => {
+                    let sc = switch_config(&fabric, id, &cfg).unwrap();
+                    let program: Box<dyn Program> =
+                        if n.name == "leaf0" && delay { Box::new(DelayOne(Ecmp::default(), false)) } else { Box::new(Ecmp::default()) };
+                    Node::Switch(Box::new(Switch::with_program(id, n, sc, program).unwrap()))
+                }
+            }
+        })
+        .collect();
+    let mut e = Engine::with_nodes(&fabric, nodes).unwrap();
+    let (h0, h1) = (fabric.node_by_name("h0").unwrap(), fabric.node_by_name("h1").unwrap());
+    let dst = fabric.nodes[h1.index()].as_host().unwrap().ip;
+    if let Some(Node::RoceHost(h)) = e.node_mut(h0) {
+        h.add_flow(RoceFlow { id: FlowId(0), dst, size: 200_000, start: 0, src_port: 49152, dscp: 0 });
+    }
+    e.refresh(h0);
+    e.run_until(u64::MAX, u64::MAX);
+    Summary::collect(&fabric, &e, "ecmp", "reorder", 1)
+}
+
+#[test]
+fn go_back_n_pays_one_nak_and_a_go_back_for_one_reordered_packet() {
+    let clean = reorder_run(RoceConfig::lossless(), false).flows[0].clone();
+    let f = reorder_run(RoceConfig::lossless(), true).flows[0].clone();
+    assert_eq!(clean.naks, 0);
+    assert_eq!(f.bytes_delivered, 200_000);
+    assert_eq!(f.naks, 1, "exactly one NAK");
+    assert!(f.out_of_order >= 1);
+    assert!(f.retransmits > 1, "go-back resends the packets after the hole too: {}", f.retransmits);
+    assert!(f.fct.unwrap() > clean.fct.unwrap(), "the FCT grows");
+}
+
+#[test]
+fn irn_resends_only_the_reordered_packet() {
+    let bdp = 20_000;
+    let clean = reorder_run(RoceConfig::irn(bdp), false).flows[0].clone();
+    let f = reorder_run(RoceConfig::irn(bdp), true).flows[0].clone();
+    assert_eq!(f.bytes_delivered, 200_000);
+    assert!(f.out_of_order >= 1 && f.naks >= 1);
+    assert!(f.retransmits <= 1, "selective repeat, no go-back: {} resent", f.retransmits);
+    assert_eq!(clean.retransmits, 0);
+}
