@@ -240,6 +240,8 @@ pub struct RoceHost {
     nic: Nic,
     cfg: RoceConfig,
     send: Vec<SendQp>,
+    /// Indices of QPs not yet fully acknowledged (the only ones a wake-up looks at).
+    active: Vec<usize>,
     rr: usize,
     recv: FxHashMap<u32, RecvQp>,
     timer: Option<Nanos>,
@@ -254,6 +256,7 @@ impl RoceHost {
             nic: Nic::from_spec(node)?,
             cfg,
             send: Vec::new(),
+            active: Vec::new(),
             rr: 0,
             recv: FxHashMap::default(),
             timer: None,
@@ -320,6 +323,7 @@ impl RoceHost {
             resent: Default::default(),
             last_progress: flow.start,
         });
+        self.active.push(self.send.len() - 1);
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
     }
 
@@ -626,9 +630,12 @@ impl RoceHost {
     }
 
     fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        let send = &self.send;
+        self.active.retain(|&i| send[i].snd_una < send[i].packets);
         // IRN retransmission timeouts.
         if let Recovery::Irn { rto_low, rto_high, .. } = self.cfg.recovery {
-            for qp in &mut self.send {
+            for &i in &self.active {
+                let qp = &mut self.send[i];
                 if qp.snd_una < qp.snd_nxt {
                     let rto = if qp.snd_nxt - qp.snd_una <= 3 { rto_low } else { rto_high };
                     if now >= qp.last_progress + rto {
@@ -649,8 +656,8 @@ impl RoceHost {
         }
         if !self.nic.send_control(now, out) && !self.nic.is_busy(now) {
             let line = self.nic.rate().bps() as f64;
-            let n = self.send.len();
-            let ready = (0..n).map(|k| (self.rr + k) % n.max(1)).find(|&i| self.next_packet(i, now).is_some());
+            let n = self.active.len();
+            let ready = (0..n).map(|k| self.active[(self.rr + k) % n.max(1)]).find(|&i| self.next_packet(i, now).is_some());
             if let Some(i) = ready {
                 match self.nic.gateway_mac(now) {
                     None => {
@@ -678,7 +685,7 @@ impl RoceHost {
                             }
                             qp.max_in_flight = qp.max_in_flight.max(in_flight + if retx { 0 } else { len as u64 });
                             qp.next_send = now + BitRate(qp.rate.max(1.0) as u64).serialization_ns(len);
-                            self.rr = (i + 1) % n;
+                            self.rr = (self.active.iter().position(|&a| a == i).unwrap_or(0) + 1) % n.max(1);
                         }
                     }
                 }
@@ -691,7 +698,7 @@ impl RoceHost {
             consider(self.nic.busy_until().max(now + if self.nic.is_busy(now) { 0 } else { 1 }));
         }
         if let Some(t) = self.nic.arp_retry_at() {
-            if self.send.iter().any(|q| q.snd_una < q.packets) {
+            if !self.active.is_empty() {
                 consider(t);
             }
         }
@@ -699,10 +706,8 @@ impl RoceHost {
             Recovery::Irn { rto_low, rto_high, .. } => Some((rto_low, rto_high)),
             Recovery::GoBackN => None,
         };
-        for qp in &self.send {
-            if qp.snd_una >= qp.packets {
-                continue;
-            }
+        for &i in &self.active {
+            let qp = &self.send[i];
             let class = qp.flow.dscp >> 3;
             let mut t = qp.next_send.max(qp.flow.start).max(now.min(self.nic.busy_until()));
             if self.nic.paused_until(class) > t {
@@ -720,7 +725,7 @@ impl RoceHost {
                 }
             }
         }
-        if self.nic.is_busy(now) && self.send.iter().any(|q| q.snd_una < q.packets) {
+        if self.nic.is_busy(now) && !self.active.is_empty() {
             consider(self.nic.busy_until());
         }
         self.timer = next;
