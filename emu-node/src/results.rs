@@ -86,6 +86,10 @@ pub struct FlowResult {
     pub retransmits: u64,
     /// NAKs the receiver sent (RoCE).
     pub naks: u64,
+    /// CNPs the receiver sent (RoCE).
+    pub cnps: u64,
+    /// Largest number of bytes in flight at the sender (RoCE).
+    pub max_in_flight: u64,
 }
 
 /// A queue's results.
@@ -305,6 +309,8 @@ impl Summary {
                             slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
                             retransmits: 0,
                             naks: 0,
+                            cnps: 0,
+                            max_in_flight: 0,
                         });
                     }
                 }
@@ -342,6 +348,8 @@ impl Summary {
                             slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
                             retransmits: qp.retransmits,
                             naks: r.naks,
+                            cnps: r.cnps,
+                            max_in_flight: qp.max_in_flight,
                         });
                     }
                 }

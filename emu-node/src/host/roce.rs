@@ -27,7 +27,8 @@
 //! most once per `decrease_interval`) and raises alpha by `g`; alpha decays
 //! by `(1 - g)` per `alpha_interval` without CNPs; every `rp_timer` the rate
 //! recovers: `fast_recovery_stages` halvings towards the target rate, then
-//! additive (`rai`) and hyper (`rhai`) increases of the target. Updates are
+//! one additive (`rai`) and then hyper (`rhai`) increases of the target, as
+//! in the ConWeave/HPCC ns-3 RNIC model (timer only, no byte counter). Updates are
 //! applied lazily when the QP is next looked at, which is exact for timer-only
 //! increases. Pacing: a QP sends its next packet `wire bytes x 8 / rate`
 //! after the previous one.
@@ -470,11 +471,16 @@ impl RoceHost {
                 qp.cc.alpha_at += k * cfg.alpha_interval;
             }
         }
+        // Timer-driven increase, staged as in the ConWeave/HPCC ns-3 RNIC
+        // model: stages below F are fast recovery, stage F additive, later
+        // stages hyper increase.
         while cfg.rp_timer > 0 && now >= qp.cc.increase_at && qp.rate < line {
+            let stage = qp.cc.stage;
             qp.cc.stage += 1;
-            if qp.cc.stage > cfg.fast_recovery_stages {
-                let extra = if qp.cc.stage > 2 * cfg.fast_recovery_stages.max(1) + 1 { cfg.rhai } else { cfg.rai };
-                qp.cc.target = (qp.cc.target + extra.bps() as f64).min(line);
+            if stage == cfg.fast_recovery_stages {
+                qp.cc.target = (qp.cc.target + cfg.rai.bps() as f64).min(line);
+            } else if stage > cfg.fast_recovery_stages {
+                qp.cc.target = (qp.cc.target + cfg.rhai.bps() as f64).min(line);
             }
             qp.rate = ((qp.rate + qp.cc.target) / 2.0).min(line);
             qp.cc.increase_at += cfg.rp_timer;

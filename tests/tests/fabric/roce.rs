@@ -130,3 +130,70 @@ fn irn_resends_only_the_reordered_packet() {
     assert!(f.retransmits <= 1, "selective repeat, no go-back: {} resent", f.retransmits);
     assert_eq!(clean.retransmits, 0);
 }
+
+const TWO_BY_FOUR: &str = r#"
+[generator]
+kind = "leaf-spine"
+leaves = 2
+spines = 4
+hosts_per_leaf = 8
+oversubscription = 2.0
+host_link = { rate = "25Gbps", delay = "1us" }
+[switches]
+buffer = "9MB"
+ecn = { kmin = "25KB", kmax = "100KB", pmax = 0.2 }
+"#;
+
+fn workload(transport: Transport, load: f64, flows: usize) -> Summary {
+    let cdf = emu_node::workload::FlowSizeCdf::named("alistorage").unwrap();
+    let opts = RunOptions {
+        transport,
+        seed: 3,
+        workload: Some(emu_orchestrator::experiment::WorkloadOptions { cdf, load, flows: Some(flows), duration: u64::MAX }),
+        ..RunOptions::default()
+    };
+    run(TWO_BY_FOUR, &opts).summary
+}
+
+#[test]
+fn lossless_roce_drops_nothing_at_80_percent_load() {
+    let s = workload(Transport::RoceLossless, 0.8, 1500);
+    assert!(s.flows.iter().all(|f| f.fct.is_some()), "every flow completes");
+    let tm_drops: u64 = s.switches.iter().map(|w| w.counters.drop_tm).sum();
+    assert_eq!(tm_drops, 0);
+    assert!(s.flows.iter().all(|f| f.drops == 0 && f.retransmits == 0));
+}
+
+#[test]
+fn irn_never_has_more_than_one_bdp_in_flight() {
+    let s = workload(Transport::RoceIrn, 0.8, 1500);
+    let bdp = s.slowdown.bdp_bytes;
+    assert!(bdp > 20_000, "{bdp}");
+    for f in &s.flows {
+        assert!(f.max_in_flight <= bdp, "flow {}: {} B in flight > BDP {bdp}", f.id, f.max_in_flight);
+    }
+    assert!(s.flows.iter().any(|f| f.max_in_flight > bdp * 9 / 10), "large flows fill the window");
+    assert!(s.flows.iter().all(|f| f.fct.is_some()));
+}
+
+#[test]
+fn dcqcn_shares_a_bottleneck_fairly_and_paces_cnps() {
+    // Two 8 MB flows into one 25 Gbit/s host link, lossless.
+    let text = TWO_BY_FOUR;
+    let list = "2\n0 15 3 8000000 0\n1 15 3 8000000 0\n".to_string();
+    let opts = RunOptions { transport: Transport::RoceLossless, flow_list: Some(("two.txt".into(), list)), ..RunOptions::default() };
+    let s = run(text, &opts).summary;
+    let (a, b) = (&s.flows[0], &s.flows[1]);
+    let (fa, fb) = (a.fct.unwrap() as f64, b.fct.unwrap() as f64);
+    assert!((fa - fb).abs() / fa.max(fb) < 0.10, "FCTs {fa} and {fb} ns: not within 10 % of each other");
+    // (With the ConWeave parameters DCQCN recovers slowly: timer-only
+    // increases of rai = 10 Mbit/s per 300 us at 25 Gbit/s, so the pair
+    // needs ~2.7x the 5.12 ms of 16 MB at line rate. Not asserted.)
+    for f in [a, b] {
+        assert!(f.ecn_marks > 0 && f.cnps > 0, "marks {} cnps {}", f.ecn_marks, f.cnps);
+        // At most one CNP per 4 us per QP (plus one per NAK).
+        let active = f.fct.unwrap();
+        assert!(f.cnps <= active / 4_000 + 1 + f.naks, "{} CNPs in {} ns", f.cnps, active);
+        assert!(f.cnps <= f.ecn_marks + f.naks);
+    }
+}
