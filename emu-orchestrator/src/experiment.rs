@@ -11,6 +11,7 @@
 use crate::topology::Topology;
 use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
 use emu_node::fabric::NodeKind;
+use emu_node::host::roce::Recovery;
 use emu_node::host::{RoceConfig, RoceFlow};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
@@ -52,6 +53,8 @@ pub struct RunOptions {
     pub workload: Option<WorkloadOptions>,
     /// What the hosts run.
     pub transport: Transport,
+    /// Transport parameters (`dcqcn.g` → `0.004`, ...), see [`TRANSPORT_PARAMS`].
+    pub transport_params: std::collections::BTreeMap<String, String>,
     /// An explicit flow list (name, text) in the ns-3 generator's format
     /// instead of `traffic` (see [`emu_node::workload::parse_flow_list`]).
     pub flow_list: Option<(String, String)>,
@@ -78,6 +81,72 @@ impl std::str::FromStr for Transport {
             other => Err(format!("unknown transport `{other}` (udp, roce-lossless, roce-irn)")),
         }
     }
+}
+
+/// Prefixes of transport parameters in `--set`.
+pub const TRANSPORT_PARAM_GROUPS: [&str; 3] = ["roce", "irn", "dcqcn"];
+
+/// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 15] = [
+    ("roce.payload", "bytes", "payload per packet (1000)"),
+    ("roce.nak_interval", "duration", "receiver: at most one NAK per QP per interval (4us)"),
+    ("irn.bdp", "size", "IRN in-flight limit (default: the fabric's BDP)"),
+    ("irn.rto_low", "duration", "IRN timeout with <= 3 packets in flight (100us)"),
+    ("irn.rto_high", "duration", "IRN timeout otherwise (320us)"),
+    ("dcqcn.enabled", "bool", "DCQCN on/off (true)"),
+    ("dcqcn.g", "fraction", "alpha gain (1/256)"),
+    ("dcqcn.alpha_interval", "duration", "alpha decay interval without CNP (1us)"),
+    ("dcqcn.decrease_interval", "duration", "minimum time between rate cuts (4us)"),
+    ("dcqcn.rp_timer", "duration", "rate-increase timer (300us)"),
+    ("dcqcn.fast_recovery_stages", "count", "fast-recovery stages (1)"),
+    ("dcqcn.rai", "rate", "additive increase (40Mbps at 100G, scaled)"),
+    ("dcqcn.rhai", "rate", "hyper increase (100Mbps at 100G, scaled)"),
+    ("dcqcn.min_rate", "rate", "minimum rate (100Mbps at 100G, scaled)"),
+    ("dcqcn.cnp_interval", "duration", "receiver: at most one CNP per QP per interval (4us)"),
+];
+
+fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
+    use crate::units::{parse_duration, parse_rate, parse_size};
+    for (k, v) in params {
+        let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
+        let dur = || parse_duration(v).map_err(|e| bad(e.to_string()));
+        let rate = || parse_rate(v).map_err(|e| bad(e.to_string()));
+        match k.as_str() {
+            "roce.payload" => {
+                rc.payload = v
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| (64..=9000).contains(p))
+                    .ok_or_else(|| bad("not a payload size in 64..=9000".into()))?
+            }
+            "roce.nak_interval" => rc.nak_interval = dur()?,
+            "irn.bdp" | "irn.rto_low" | "irn.rto_high" => match &mut rc.recovery {
+                Recovery::Irn { bdp_bytes, rto_low, rto_high } => match k.as_str() {
+                    "irn.bdp" => *bdp_bytes = parse_size(v).map_err(|e| bad(e.to_string()))?,
+                    "irn.rto_low" => *rto_low = dur()?,
+                    _ => *rto_high = dur()?,
+                },
+                Recovery::GoBackN => return Err(bad("IRN parameters need --transport roce-irn".into())),
+            },
+            "dcqcn.enabled" => rc.dcqcn.enabled = v.parse().map_err(|_| bad("not true/false".into()))?,
+            "dcqcn.g" => {
+                rc.dcqcn.g = v.parse::<f64>().ok().filter(|g| *g > 0.0 && *g < 1.0).ok_or_else(|| bad("not a fraction in (0, 1)".into()))?
+            }
+            "dcqcn.alpha_interval" => rc.dcqcn.alpha_interval = dur()?,
+            "dcqcn.decrease_interval" => rc.dcqcn.decrease_interval = dur()?,
+            "dcqcn.rp_timer" => rc.dcqcn.rp_timer = dur()?,
+            "dcqcn.fast_recovery_stages" => rc.dcqcn.fast_recovery_stages = v.parse().map_err(|_| bad("not a count".into()))?,
+            "dcqcn.rai" => rc.dcqcn.rai = rate()?,
+            "dcqcn.rhai" => rc.dcqcn.rhai = rate()?,
+            "dcqcn.min_rate" => rc.dcqcn.min_rate = rate()?,
+            "dcqcn.cnp_interval" => rc.dcqcn.cnp_interval = dur()?,
+            _ => {
+                let known: Vec<&str> = TRANSPORT_PARAMS.iter().map(|p| p.0).collect();
+                return Err(RunError::Transport(format!("--set {k}: unknown transport parameter (known: {})", known.join(", "))));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A Poisson workload (ConWeave §4.1 convention for `load`).
@@ -111,6 +180,7 @@ impl Default for RunOptions {
             workload: None,
             flow_list: None,
             transport: Transport::Udp,
+            transport_params: Default::default(),
         }
     }
 }
@@ -198,6 +268,11 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
     };
     let host_rate = hosts.first().and_then(|h| fabric.nodes[h.index()].ports.first()).map_or(BitRate::gbps(100), |p| p.rate);
     let host_transport = match opts.transport {
+        Transport::Udp if !opts.transport_params.is_empty() => {
+            return Err(RunError::Transport(
+                "RoCE/DCQCN parameters (--set roce.*, irn.*, dcqcn.*) need --transport roce-lossless or roce-irn".into(),
+            ))
+        }
         Transport::Udp => HostTransport::Udp,
         t => {
             if opts.rate.is_some() {
@@ -210,6 +285,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             rc.dcqcn.rai = scaled(rc.dcqcn.rai);
             rc.dcqcn.rhai = scaled(rc.dcqcn.rhai);
             rc.dcqcn.min_rate = scaled(rc.dcqcn.min_rate);
+            apply_transport_params(&mut rc, &opts.transport_params)?;
             HostTransport::Roce(rc)
         }
     };

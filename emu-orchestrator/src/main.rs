@@ -129,7 +129,9 @@ struct RunArgs {
     /// Run seed (same seed, same results).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Scheme parameter: --set ecmp.use_ports=false (repeatable).
+    /// Scheme or transport parameter (repeatable): --set ecmp.use_ports=false,
+    /// --set dcqcn.rp_timer=55us, --set roce.payload=4000, --set irn.bdp=50KB
+    /// (see `weft schemes`).
     #[arg(long = "set", value_name = "SCHEME.PARAM=VALUE")]
     set: Vec<String>,
     /// Stop at this simulated time at the latest.
@@ -194,6 +196,11 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Schemes => {
+            println!("Transport parameters (--set, for --transport roce-*):");
+            for (name, unit, doc) in experiment::TRANSPORT_PARAMS {
+                println!("  {name:<24} ({unit}) {doc}");
+            }
+            println!();
             for s in schemes::catalog() {
                 println!("{} — {}\n  source: {}", s.name, s.summary, s.source);
                 for p in s.params {
@@ -219,11 +226,16 @@ fn run(a: RunArgs) -> Result<()> {
     let topo_name = a.topology.clone().unwrap_or_else(|| DEFAULT.to_string());
     let topo = Topology::load(&topo_name)?;
     let mut params = schemes::Params::new();
+    let mut transport_params = std::collections::BTreeMap::new();
     for s in &a.set {
-        let (k, v) = s.split_once('=').with_context(|| format!("--set `{s}`: expected SCHEME.PARAM=VALUE"))?;
-        let (scheme, param) = k.split_once('.').with_context(|| format!("--set `{s}`: expected SCHEME.PARAM=VALUE"))?;
+        let (k, v) = s.split_once('=').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
+        let (scheme, param) = k.split_once('.').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
+        if experiment::TRANSPORT_PARAM_GROUPS.contains(&scheme) {
+            transport_params.insert(k.to_string(), v.to_string());
+            continue;
+        }
         if schemes::catalog().iter().all(|c| c.name != scheme) {
-            bail!("--set `{s}`: unknown scheme `{scheme}`");
+            bail!("--set `{s}`: `{scheme}` is neither a scheme nor one of {}", experiment::TRANSPORT_PARAM_GROUPS.join(", "));
         }
         params.insert(param.to_string(), v.to_string());
     }
@@ -254,6 +266,7 @@ fn run(a: RunArgs) -> Result<()> {
             )),
         },
         transport: a.transport.parse().map_err(anyhow::Error::msg)?,
+        transport_params,
         workload: match &a.workload {
             None => None,
             Some(w) => Some(WorkloadOptions {

@@ -69,6 +69,19 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     assert_one_line_error(&weft(&["run", "--set", "ecmp.use_ports=maybe", "--out", ds]), "not a valid bool", &d);
     assert_one_line_error(&weft(&["run", "--flow-size", "10", "--out", ds]), "has no unit", &d);
     assert_one_line_error(&weft(&["run", "--workload", "alistorage", "--load", "0", "--out", ds]), "--load 0 must be in (0, 1]", &d);
+    assert_one_line_error(&weft(&["run", "--transport", "tcp-foo", "--out", ds]), "unknown transport `tcp-foo`", &d);
+    assert_one_line_error(&weft(&["run", "--set", "dcqcn.g=0.1", "--out", ds]), "need --transport roce-lossless or roce-irn", &d);
+    assert_one_line_error(&weft(&["run", "--transport", "roce-irn", "--set", "dcqcn.g=2", "--out", ds]), "not a fraction in (0, 1)", &d);
+    assert_one_line_error(
+        &weft(&["run", "--transport", "roce-lossless", "--set", "irn.bdp=20KB", "--out", ds]),
+        "need --transport roce-irn",
+        &d,
+    );
+    assert_one_line_error(
+        &weft(&["run", "--transport", "roce-irn", "--set", "dcqcn.gee=1", "--out", ds]),
+        "unknown transport parameter",
+        &d,
+    );
     assert_one_line_error(&weft(&["run", "--workload", "nosuch", "--out", ds]), "neither a shipped workload", &d);
     let cdf = std::env::temp_dir().join(format!("weft-bad-{}.cdf", std::process::id()));
     std::fs::write(&cdf, "0 0\n1000 40\n2000 80\n").unwrap();
