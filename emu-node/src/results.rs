@@ -22,7 +22,8 @@
 //!                   tx_packets, tx_bytes, max_depth_bytes, drops_threshold,
 //!                   drops_buffer_full, ecn_marks
 //! hosts[]           name, ip, counters{...}
-//! slowdown          bdp_bytes, overall / below_bdp / above_bdp / by_size[]
+//! slowdown          bdp_bytes, warmup_ns, incomplete (counted flows that
+//!                   did not finish), overall / below_bdp / above_bdp / by_size[]
 //!                   (<=10KB, 10KB-100KB, 100KB-1MB, >1MB): flows, avg,
 //!                   p50, p95, p99, p999 of the complete flows' slowdowns
 //! ```
@@ -215,6 +216,10 @@ pub const SIZE_BUCKETS: [(&str, u64, u64); 4] =
 pub struct SlowdownReport {
     /// The fabric's BDP in bytes (see [`crate::fct::bdp_bytes`]).
     pub bdp_bytes: u64,
+    /// Flows that started before this time are not counted (warm-up).
+    pub warmup_ns: Nanos,
+    /// Flows that started after the warm-up but did not complete.
+    pub incomplete: usize,
     /// All complete flows.
     pub overall: SlowdownStats,
     /// Flows smaller than one BDP.
@@ -226,14 +231,18 @@ pub struct SlowdownReport {
 }
 
 impl SlowdownReport {
-    /// The report for `flows` on a fabric with `bdp_bytes`.
-    pub fn of(flows: &[FlowResult], bdp_bytes: u64) -> SlowdownReport {
+    /// The report for `flows` on a fabric with `bdp_bytes`, counting the
+    /// complete fixed-size flows that started at or after `warmup_ns`.
+    pub fn of(flows: &[FlowResult], bdp_bytes: u64, warmup_ns: Nanos) -> SlowdownReport {
+        let counted = || flows.iter().filter(|x| x.start >= warmup_ns);
         let pick = |f: &dyn Fn(u64) -> bool| -> SlowdownStats {
-            let mut v: Vec<f64> = flows.iter().filter_map(|x| x.slowdown.zip(x.size)).filter(|(_, s)| f(*s)).map(|(d, _)| d).collect();
+            let mut v: Vec<f64> = counted().filter_map(|x| x.slowdown.zip(x.size)).filter(|(_, s)| f(*s)).map(|(d, _)| d).collect();
             SlowdownStats::of(&mut v)
         };
         SlowdownReport {
             bdp_bytes,
+            warmup_ns,
+            incomplete: counted().filter(|x| x.size.is_some() && x.fct.is_none()).count(),
             overall: pick(&|_| true),
             below_bdp: pick(&|s| s < bdp_bytes),
             above_bdp: pick(&|s| s >= bdp_bytes),
@@ -245,6 +254,12 @@ impl SlowdownReport {
 impl Summary {
     /// Collects the results of `engine` running `fabric`.
     pub fn collect(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64) -> Summary {
+        Self::collect_after(fabric, engine, scheme, traffic, seed, 0)
+    }
+
+    /// As [`Summary::collect`], counting slowdowns only of flows that
+    /// started at or after `warmup_ns`.
+    pub fn collect_after(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64, warmup_ns: Nanos) -> Summary {
         let name_of = |n: crate::ids::NodeId| fabric.nodes.get(n.index()).map(|x| x.name.clone()).unwrap_or_default();
         let mut rx = BTreeMap::new();
         let mut roce_rx = BTreeMap::new();
@@ -380,7 +395,7 @@ impl Summary {
             }
         }
         flows.sort_by_key(|f| f.id);
-        let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric));
+        let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns);
         Summary {
             schema: SCHEMA,
             topology: fabric.name.clone(),
@@ -441,5 +456,40 @@ mod tests {
         assert_eq!((s.flows, s.p50, s.p95, s.p99, s.p999), (1000, 500.0, 950.0, 990.0, 999.0));
         assert!((s.avg - 500.5).abs() < 1e-9);
         assert_eq!(SlowdownStats::of(&mut []), SlowdownStats::default());
+    }
+
+    #[test]
+    fn warm_up_flows_are_not_counted_and_incomplete_ones_are_reported() {
+        let flow = |start, size, slowdown: Option<f64>| FlowResult {
+            id: 0,
+            src: "a".into(),
+            dst: "b".into(),
+            bytes_sent: 0,
+            bytes_delivered: 0,
+            packets_sent: 0,
+            packets_delivered: 0,
+            drops: 0,
+            ecn_marks: 0,
+            out_of_order: 0,
+            first_arrival: None,
+            last_arrival: None,
+            size: Some(size),
+            start,
+            first_sent: None,
+            fct: slowdown.map(|_| 1),
+            base_fct: Some(1),
+            slowdown,
+            retransmits: 0,
+            naks: 0,
+            cnps: 0,
+            max_in_flight: 0,
+        };
+        let flows = vec![flow(0, 1000, Some(9.0)), flow(10, 1000, Some(1.0)), flow(20, 200_000, Some(3.0)), flow(30, 5000, None)];
+        let r = SlowdownReport::of(&flows, 100_000, 5);
+        assert_eq!((r.overall.flows, r.incomplete), (2, 1));
+        assert_eq!((r.below_bdp.flows, r.below_bdp.avg), (1, 1.0));
+        assert_eq!((r.above_bdp.flows, r.above_bdp.avg), (1, 3.0));
+        assert_eq!(r.by_size[0].1.flows, 1);
+        assert_eq!(r.by_size[2].1.flows, 1);
     }
 }

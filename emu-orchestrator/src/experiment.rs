@@ -49,6 +49,9 @@ pub struct RunOptions {
     pub seed: u64,
     /// Stop at this simulated time at the latest.
     pub until: Nanos,
+    /// Slowdown statistics ignore flows that started before this (the
+    /// ConWeave setup drops the first 5 ms).
+    pub warmup: Nanos,
     /// Poisson arrivals from a flow-size CDF instead of `traffic`.
     pub workload: Option<WorkloadOptions>,
     /// What the hosts run.
@@ -177,6 +180,7 @@ impl Default for RunOptions {
             pfc: None,
             seed: 1,
             until: 1_000_000_000,
+            warmup: 0,
             workload: None,
             flow_list: None,
             transport: Transport::Udp,
@@ -346,7 +350,7 @@ pub fn run(topo: &Topology, opts: &RunOptions, progress: Progress<'_>) -> Result
     }
     let wall = start.elapsed();
     let truncated = !engine.is_idle();
-    let summary = Summary::collect(&topo.fabric, &engine, &scheme, &traffic, opts.seed);
+    let summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
     Ok(RunOutcome { summary, wall, truncated })
 }
 

@@ -134,9 +134,14 @@ struct RunArgs {
     /// (see `weft schemes`).
     #[arg(long = "set", value_name = "SCHEME.PARAM=VALUE")]
     set: Vec<String>,
-    /// Stop at this simulated time at the latest.
+    /// Stop at this simulated time at the latest (flows still running then
+    /// count as incomplete: the drain phase ends here).
     #[arg(long, default_value = "1s")]
     until: String,
+    /// Do not count flows that start before this in the slowdown statistics
+    /// (the ConWeave setup uses 5ms with long runs).
+    #[arg(long, default_value = "0ns")]
+    warmup: String,
     /// Poisson flows with sizes from a CDF: a shipped name (alistorage, fbhdp,
     /// solar, websearch, fbhdp-hpcc, googlerpc, int-table1) or a file.
     #[arg(long, conflicts_with_all = ["rate"])]
@@ -258,6 +263,7 @@ fn run(a: RunArgs) -> Result<()> {
         },
         seed: a.seed,
         until: parse_duration(&a.until).context("--until")?,
+        warmup: parse_duration(&a.warmup).context("--warmup")?,
         flow_list: match &a.flows_file {
             None => None,
             Some(p) => Some((
@@ -397,11 +403,13 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
     if !sd.is_empty() {
         let q = |p: f64| sd[((sd.len() as f64 - 1.0) * p).round() as usize];
         println!(
-            "  FCT slowdown        avg {:.3} p50 {:.3} p99 {:.3} ({} complete flows)",
+            "  FCT slowdown        avg {:.3} p50 {:.3} p99 {:.3} ({} complete flows; {} counted after the warm-up, {} of those incomplete)",
             sd.iter().sum::<f64>() / sd.len() as f64,
             q(0.5),
             q(0.99),
-            sd.len()
+            sd.len(),
+            s.slowdown.overall.flows,
+            s.slowdown.incomplete
         );
     }
     if let Some((d, sw, p)) = maxq {
