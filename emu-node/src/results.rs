@@ -22,6 +22,9 @@
 //!                   tx_packets, tx_bytes, max_depth_bytes, drops_threshold,
 //!                   drops_buffer_full, ecn_marks
 //! hosts[]           name, ip, counters{...}
+//! uplink_imbalance  interval_ns, samples, avg, p50, p90, p99, cdf[] of
+//!                   (max - min) / mean of each leaf's uplink bytes per
+//!                   interval (ConWeave Fig. 14), or null
 //! slowdown          bdp_bytes, warmup_ns, incomplete (counted flows that
 //!                   did not finish), overall / below_bdp / above_bdp / by_size[]
 //!                   (<=10KB, 10KB-100KB, 100KB-1MB, >1MB): flows, avg,
@@ -169,6 +172,106 @@ pub struct Summary {
     pub hosts: Vec<HostResult>,
     /// FCT slowdown statistics of complete fixed-size flows.
     pub slowdown: SlowdownReport,
+    /// Throughput imbalance across each leaf's uplinks (set by the driver
+    /// that sampled it, see [`ImbalanceSampler`]).
+    pub uplink_imbalance: Option<ImbalanceStats>,
+}
+
+/// Distribution of (max - min) / mean of the bytes each leaf sent on its
+/// uplinks per sampling interval (ConWeave Fig. 14).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct ImbalanceStats {
+    /// Sampling interval.
+    pub interval_ns: Nanos,
+    /// Samples (leaf x interval with traffic on its uplinks).
+    pub samples: usize,
+    /// Mean.
+    pub avg: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// CDF points (value, cumulative fraction) at every 5 %.
+    pub cdf: Vec<(f64, f64)>,
+}
+
+/// Samples each leaf's uplink transmit counters at a fixed interval.
+#[derive(Debug)]
+pub struct ImbalanceSampler {
+    interval: Nanos,
+    /// (switch node, uplink ports).
+    leaves: Vec<(usize, Vec<PortId>)>,
+    last: Vec<Vec<u64>>,
+    values: Vec<f64>,
+}
+
+impl ImbalanceSampler {
+    /// A sampler for the leaves (role `leaf` with at least two switch
+    /// neighbours) of `fabric`.
+    pub fn new(fabric: &FabricSpec, interval: Nanos) -> Self {
+        let leaves: Vec<(usize, Vec<PortId>)> = fabric
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.as_switch().is_some_and(|s| s.role == crate::fabric::SwitchRole::Leaf))
+            .map(|(i, n)| {
+                let ups = n
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| fabric.nodes[p.peer.index()].as_switch().is_some())
+                    .map(|(k, _)| PortId(k as u16))
+                    .collect::<Vec<_>>();
+                (i, ups)
+            })
+            .filter(|(_, ups)| ups.len() >= 2)
+            .collect();
+        let last = leaves.iter().map(|(_, u)| vec![0; u.len()]).collect();
+        ImbalanceSampler { interval: interval.max(1), leaves, last, values: Vec::new() }
+    }
+
+    /// The sampling interval.
+    pub fn interval(&self) -> Nanos {
+        self.interval
+    }
+
+    /// Takes one sample of `engine`'s counters.
+    pub fn sample(&mut self, engine: &Engine) {
+        for (k, (node, ups)) in self.leaves.iter().enumerate() {
+            let Some(Node::Switch(sw)) = engine.nodes().get(*node) else { continue };
+            let now: Vec<u64> = ups.iter().map(|p| sw.port_counters(*p).tx_bytes).collect();
+            let delta: Vec<f64> = now.iter().zip(&self.last[k]).map(|(n, l)| n.saturating_sub(*l) as f64).collect();
+            self.last[k] = now;
+            let mean = delta.iter().sum::<f64>() / delta.len() as f64;
+            if mean > 0.0 {
+                let max = delta.iter().copied().fold(f64::MIN, f64::max);
+                let min = delta.iter().copied().fold(f64::MAX, f64::min);
+                self.values.push((max - min) / mean);
+            }
+        }
+    }
+
+    /// The distribution of the samples.
+    pub fn finish(mut self) -> ImbalanceStats {
+        let n = self.values.len();
+        if n == 0 {
+            return ImbalanceStats { interval_ns: self.interval, ..Default::default() };
+        }
+        self.values.sort_by(|a, b| a.total_cmp(b));
+        let v = &self.values;
+        let q = |p: f64| v[((n as f64 * p).ceil() as usize).clamp(1, n) - 1];
+        ImbalanceStats {
+            interval_ns: self.interval,
+            samples: n,
+            avg: v.iter().sum::<f64>() / n as f64,
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            cdf: (1..=20).map(|k| (q(k as f64 / 20.0), k as f64 / 20.0)).collect(),
+        }
+    }
 }
 
 /// Statistics of a set of slowdowns.
@@ -408,6 +511,7 @@ impl Summary {
             switches,
             hosts,
             slowdown,
+            uplink_imbalance: None,
         }
     }
 

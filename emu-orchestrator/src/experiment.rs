@@ -15,7 +15,7 @@ use emu_node::host::roce::Recovery;
 use emu_node::host::{RoceConfig, RoceFlow};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
-use emu_node::results::Summary;
+use emu_node::results::{ImbalanceSampler, Summary};
 use emu_node::schemes::{self, Params, SchemeError};
 use emu_node::time::{BitRate, Nanos};
 use emu_node::traffic::{Pattern, PatternError};
@@ -341,16 +341,28 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
 pub fn run(topo: &Topology, opts: &RunOptions, progress: Progress<'_>) -> Result<RunOutcome, RunError> {
     let (mut engine, scheme, traffic) = prepare(topo, opts)?;
     let start = Instant::now();
+    // Advance in sampling steps: uplink counters are read every 100 us of
+    // simulated time (ConWeave Fig. 14), progress is reported in between.
+    let mut sampler = ImbalanceSampler::new(&topo.fabric, 100_000);
+    let mut next_sample = sampler.interval();
     loop {
-        let n = engine.run_until(opts.until, 1_000_000);
+        let step_end = next_sample.min(opts.until);
+        engine.run_until(step_end, 1_000_000);
         progress(engine.now(), engine.totals().events);
-        if n == 0 || engine.is_idle() || engine.next_event_time().is_some_and(|t| t > opts.until) {
-            break;
+        if engine.next_event_time().is_none_or(|t| t > step_end) {
+            if step_end == next_sample {
+                sampler.sample(&engine);
+                next_sample += sampler.interval();
+            }
+            if engine.is_idle() || step_end >= opts.until {
+                break;
+            }
         }
     }
     let wall = start.elapsed();
     let truncated = !engine.is_idle();
-    let summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+    let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+    summary.uplink_imbalance = Some(sampler.finish());
     Ok(RunOutcome { summary, wall, truncated })
 }
 

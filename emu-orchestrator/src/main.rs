@@ -412,6 +412,16 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
             s.slowdown.incomplete
         );
     }
+    if let Some(im) = s.uplink_imbalance.as_ref().filter(|i| i.samples > 0) {
+        println!(
+            "  uplink imbalance    avg {:.3} p50 {:.3} p99 {:.3} ((max-min)/mean per leaf per {}, {} samples)",
+            im.avg,
+            im.p50,
+            im.p99,
+            format_duration(im.interval_ns),
+            im.samples
+        );
+    }
     if let Some((d, sw, p)) = maxq {
         println!("  deepest queue       {d} B at {sw} port {p}");
     }
