@@ -74,6 +74,14 @@ pub fn roce_frames(size: u64, payload: u16) -> impl Iterator<Item = usize> {
     })
 }
 
+/// Wire sizes of a TCP transfer of `size` bytes in `mss`-byte segments
+/// (Ethernet 14 + IPv4 20 + TCP 20 headers).
+pub fn tcp_frames(size: u64, mss: u16) -> impl Iterator<Item = usize> {
+    let m = mss.max(1) as u64;
+    let n = size.div_ceil(m).max(1);
+    (0..n).map(move |k| crate::host::tcp::SEGMENT_OVERHEAD + (if k + 1 == n { size - m * k } else { m }) as usize)
+}
+
 /// The best path from host `src` to host `dst` through the switches'
 /// equal-cost routes: the one with the highest bottleneck rate, then the
 /// lowest total delay (what an ideal load balancer would give a flow alone

@@ -366,6 +366,7 @@ impl Summary {
         let name_of = |n: crate::ids::NodeId| fabric.nodes.get(n.index()).map(|x| x.name.clone()).unwrap_or_default();
         let mut rx = BTreeMap::new();
         let mut roce_rx = BTreeMap::new();
+        let mut tcp_rx = BTreeMap::new();
         for n in engine.nodes() {
             match n {
                 Node::UdpHost(h) => {
@@ -376,6 +377,11 @@ impl Summary {
                 Node::RoceHost(h) => {
                     for (qpn, r) in h.recv_qps() {
                         roce_rx.insert(*qpn, r.clone());
+                    }
+                }
+                Node::TcpHost(h) => {
+                    for (key, r) in h.receivers() {
+                        tcp_rx.insert((key.0, key.1, h.ip().0), r.clone());
                     }
                 }
                 Node::Switch(_) => {}
@@ -429,6 +435,47 @@ impl Summary {
                             naks: 0,
                             cnps: 0,
                             max_in_flight: 0,
+                        });
+                    }
+                }
+                Node::TcpHost(h) => {
+                    hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
+                    let mss = h.config().mss;
+                    for s in h.senders() {
+                        let key = (h.ip().0, crate::host::TcpHost::port_of(s.flow.id), s.flow.dst.0);
+                        let r = tcp_rx.get(&key).cloned().unwrap_or_default();
+                        let dst_id = host_by_ip(s.flow.dst);
+                        let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| s.flow.dst.to_string());
+                        let base = dst_id.and_then(|d| {
+                            let path = fct::path(fabric, crate::ids::NodeId(i as u32), crate::ids::NodeId(d as u32))?;
+                            Some(fct::base_fct(fct::tcp_frames(s.flow.size, mss), &path))
+                        });
+                        let done = r.rcv_nxt >= s.flow.size;
+                        let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
+                        let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
+                        flows.push(FlowResult {
+                            id: s.flow.id.0,
+                            src: h.name().to_string(),
+                            dst,
+                            bytes_sent: s.flow.size,
+                            bytes_delivered: r.rcv_nxt.min(s.flow.size),
+                            packets_sent: sent,
+                            packets_delivered: r.segments,
+                            drops: sent.saturating_sub(r.segments),
+                            ecn_marks: r.ecn_marks,
+                            out_of_order: r.out_of_order,
+                            first_arrival: r.first_arrival,
+                            last_arrival: r.last_arrival,
+                            size: Some(s.flow.size),
+                            start: s.flow.start,
+                            first_sent: s.first_sent,
+                            fct: fct_ns,
+                            base_fct: base,
+                            slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
+                            retransmits: s.retransmits,
+                            naks: 0,
+                            cnps: 0,
+                            max_in_flight: s.max_in_flight,
                         });
                     }
                 }

@@ -12,7 +12,7 @@ use crate::topology::Topology;
 use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
 use emu_node::fabric::NodeKind;
 use emu_node::host::roce::Recovery;
-use emu_node::host::{RoceConfig, RoceFlow};
+use emu_node::host::{CongestionControl, RoceConfig, RoceFlow, TcpConfig, TcpFlow};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
 use emu_node::results::{ImbalanceSampler, Summary};
@@ -72,6 +72,8 @@ pub enum Transport {
     RoceLossless,
     /// RoCEv2 with DCQCN, IRN (selective repeat, BDP flow control), no PFC.
     RoceIrn,
+    /// TCP NewReno (or DCTCP with `--set tcp.cc=dctcp`).
+    Tcp,
 }
 
 impl std::str::FromStr for Transport {
@@ -81,16 +83,22 @@ impl std::str::FromStr for Transport {
             "udp" => Ok(Transport::Udp),
             "roce-lossless" => Ok(Transport::RoceLossless),
             "roce-irn" => Ok(Transport::RoceIrn),
-            other => Err(format!("unknown transport `{other}` (udp, roce-lossless, roce-irn)")),
+            "tcp" => Ok(Transport::Tcp),
+            other => Err(format!("unknown transport `{other}` (udp, roce-lossless, roce-irn, tcp)")),
         }
     }
 }
 
 /// Prefixes of transport parameters in `--set`.
-pub const TRANSPORT_PARAM_GROUPS: [&str; 3] = ["roce", "irn", "dcqcn"];
+pub const TRANSPORT_PARAM_GROUPS: [&str; 4] = ["roce", "irn", "dcqcn", "tcp"];
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 15] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 20] = [
+    ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
+    ("tcp.mss", "bytes", "maximum segment size (1460)"),
+    ("tcp.min_rto", "duration", "minimum retransmission timeout (1ms)"),
+    ("tcp.rcv_buffer", "size", "receive window advertised by receivers (4MiB)"),
+    ("tcp.dctcp_g", "fraction", "DCTCP gain g (1/16)"),
     ("roce.payload", "bytes", "payload per packet (1000)"),
     ("roce.nak_interval", "duration", "receiver: at most one NAK per QP per interval (4us)"),
     ("irn.bdp", "size", "IRN in-flight limit (default: the fabric's BDP)"),
@@ -107,6 +115,38 @@ pub const TRANSPORT_PARAMS: [(&str, &str, &str); 15] = [
     ("dcqcn.min_rate", "rate", "minimum rate (100Mbps at 100G, scaled)"),
     ("dcqcn.cnp_interval", "duration", "receiver: at most one CNP per QP per interval (4us)"),
 ];
+
+fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
+    use crate::units::{parse_duration, parse_size};
+    for (k, v) in params {
+        let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
+        match k.as_str() {
+            "tcp.cc" => {
+                tc.cc = match v.as_str() {
+                    "newreno" => CongestionControl::NewReno,
+                    "dctcp" => CongestionControl::Dctcp,
+                    _ => return Err(bad("expected newreno or dctcp".into())),
+                }
+            }
+            "tcp.mss" => {
+                tc.mss = v.parse::<u16>().ok().filter(|m| (64..=9000).contains(m)).ok_or_else(|| bad("not an MSS in 64..=9000".into()))?
+            }
+            "tcp.min_rto" => tc.min_rto = parse_duration(v).map_err(|e| bad(e.to_string()))?,
+            "tcp.rcv_buffer" => tc.rcv_buffer = parse_size(v).map_err(|e| bad(e.to_string()))?,
+            "tcp.dctcp_g" => {
+                tc.dctcp_g = v.parse::<f64>().ok().filter(|g| *g > 0.0 && *g < 1.0).ok_or_else(|| bad("not a fraction in (0, 1)".into()))?
+            }
+            _ if !k.starts_with("tcp.") => {
+                return Err(RunError::Transport(format!("--set {k}: RoCE parameters need --transport roce-lossless or roce-irn")))
+            }
+            _ => {
+                let known: Vec<&str> = TRANSPORT_PARAMS.iter().map(|p| p.0).filter(|p| p.starts_with("tcp.")).collect();
+                return Err(RunError::Transport(format!("--set {k}: unknown TCP parameter (known: {})", known.join(", "))));
+            }
+        }
+    }
+    Ok(())
+}
 
 fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
     use crate::units::{parse_duration, parse_rate, parse_size};
@@ -143,6 +183,7 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
             "dcqcn.rhai" => rc.dcqcn.rhai = rate()?,
             "dcqcn.min_rate" => rc.dcqcn.min_rate = rate()?,
             "dcqcn.cnp_interval" => rc.dcqcn.cnp_interval = dur()?,
+            _ if k.starts_with("tcp.") => return Err(RunError::Transport(format!("--set {k}: TCP parameters need --transport tcp"))),
             _ => {
                 let known: Vec<&str> = TRANSPORT_PARAMS.iter().map(|p| p.0).collect();
                 return Err(RunError::Transport(format!("--set {k}: unknown transport parameter (known: {})", known.join(", "))));
@@ -239,7 +280,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
                 (Some(p), _) => s.pfc = p,
                 (None, Transport::RoceLossless) => s.pfc = true,
                 (None, Transport::RoceIrn) => s.pfc = false,
-                (None, Transport::Udp) => {}
+                (None, Transport::Udp | Transport::Tcp) => {}
             }
         }
     }
@@ -278,6 +319,14 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             ))
         }
         Transport::Udp => HostTransport::Udp,
+        Transport::Tcp => {
+            if opts.rate.is_some() {
+                return Err(RunError::Transport("--rate (constant bit rate) is for UDP hosts; TCP flows have a size".into()));
+            }
+            let mut tc = TcpConfig::default();
+            apply_tcp_params(&mut tc, &opts.transport_params)?;
+            HostTransport::Tcp(tc)
+        }
         t => {
             if opts.rate.is_some() {
                 return Err(RunError::Transport("--rate (constant bit rate) is for UDP hosts; RoCE flows have a size".into()));
@@ -315,6 +364,14 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
         };
         match engine.node_mut(src) {
             Some(Node::UdpHost(h)) => h.add_flow(flow),
+            Some(Node::TcpHost(h)) => h.add_flow(TcpFlow {
+                id: flow.id,
+                dst: flow.dst,
+                size: size.unwrap_or(opts.flow_size),
+                start,
+                src_port: flow.src_port,
+                dscp: flow.dscp,
+            }),
             Some(Node::RoceHost(h)) => h.add_flow(RoceFlow {
                 id: flow.id,
                 dst: flow.dst,

@@ -96,7 +96,7 @@ struct RunArgs {
     /// Scheme for every switch (default: as in the topology).
     #[arg(long)]
     scheme: Option<String>,
-    /// Host transport: udp, roce-lossless (Go-Back-N + PFC), roce-irn (selective repeat, BDP flow control, no PFC).
+    /// Host transport: udp, roce-lossless (Go-Back-N + PFC), roce-irn (selective repeat, BDP flow control, no PFC), tcp (NewReno; --set tcp.cc=dctcp).
     #[arg(long, default_value = "udp")]
     transport: String,
     /// Traffic pattern: permutation, incast:N, all-to-all, pair:A:B.

@@ -18,7 +18,7 @@
 //! event sequence and byte-identical results.
 
 use crate::fabric::{FabricSpec, LinkAction, LinkEvent, NodeKind};
-use crate::host::{RoceConfig, RoceHost, UdpHost};
+use crate::host::{RoceConfig, RoceHost, TcpConfig, TcpHost, UdpHost};
 use crate::ids::{LinkId, NodeId, PortId};
 use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
 use crate::time::{BitRate, Nanos};
@@ -38,6 +38,8 @@ pub enum Node {
     UdpHost(Box<UdpHost>),
     /// A synthetic RoCEv2 host.
     RoceHost(Box<RoceHost>),
+    /// A synthetic TCP host.
+    TcpHost(Box<TcpHost>),
 }
 
 impl Node {
@@ -46,6 +48,7 @@ impl Node {
             Node::Switch(s) => s.handle_frame(now, port, frame, out),
             Node::UdpHost(h) => h.handle_frame(now, port, frame, out),
             Node::RoceHost(h) => h.handle_frame(now, port, frame, out),
+            Node::TcpHost(h) => h.handle_frame(now, port, frame, out),
         }
     }
     fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
@@ -53,6 +56,7 @@ impl Node {
             Node::Switch(s) => s.handle_timeout(now, out),
             Node::UdpHost(h) => h.handle_timeout(now, out),
             Node::RoceHost(h) => h.handle_timeout(now, out),
+            Node::TcpHost(h) => h.handle_timeout(now, out),
         }
     }
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -60,6 +64,7 @@ impl Node {
             Node::Switch(s) => s.poll_timeout(),
             Node::UdpHost(h) => h.poll_timeout(),
             Node::RoceHost(h) => h.poll_timeout(),
+            Node::TcpHost(h) => h.poll_timeout(),
         }
     }
 }
@@ -127,6 +132,8 @@ pub enum HostTransport {
     Udp,
     /// RoCEv2 RC with DCQCN ([`RoceHost`]).
     Roce(RoceConfig),
+    /// TCP NewReno / DCTCP ([`TcpHost`]).
+    Tcp(TcpConfig),
 }
 
 impl Default for EngineConfig {
@@ -238,6 +245,7 @@ impl Engine {
                 NodeKind::Host(_) => match cfg.transport {
                     HostTransport::Udp => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
                     HostTransport::Roce(rc) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc)?)),
+                    HostTransport::Tcp(tc) => Node::TcpHost(Box::new(TcpHost::from_spec(id, n, tc)?)),
                 },
             });
         }
@@ -466,6 +474,7 @@ impl Engine {
                 }
                 Node::UdpHost(h) => h.set_port_rate(now, rate),
                 Node::RoceHost(h) => h.set_port_rate(now, rate),
+                Node::TcpHost(h) => h.set_port_rate(now, rate),
             }
             self.flush(node);
         }

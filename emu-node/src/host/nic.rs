@@ -68,6 +68,8 @@ pub struct Nic {
     serializer: Serializer,
     pfc_paused_until: [Nanos; 8],
     control: VecDeque<BytesMut>,
+    /// Routed control frames waiting for the gateway's MAC.
+    awaiting_arp: VecDeque<BytesMut>,
     /// Counters.
     pub counters: HostCounters,
 }
@@ -86,6 +88,7 @@ impl Nic {
             serializer: Serializer::new(port.rate),
             pfc_paused_until: [0; 8],
             control: VecDeque::new(),
+            awaiting_arp: VecDeque::new(),
             counters: HostCounters::default(),
         })
     }
@@ -114,6 +117,18 @@ impl Nic {
     pub fn push_control(&mut self, f: BytesMut) {
         self.control.push_back(f);
     }
+    /// Queues a routed control frame (ACK, NAK, CNP) for the gateway: its
+    /// destination MAC is filled in now, or once ARP has resolved it.
+    pub fn push_routed(&mut self, now: Nanos, mut f: BytesMut) {
+        match self.gateway_mac(now) {
+            Some(gw) => {
+                f[0..6].copy_from_slice(&gw.0);
+                self.control.push_back(f);
+            }
+            None => self.awaiting_arp.push_back(f),
+        }
+    }
+
     /// Whether control frames wait.
     pub fn has_control(&self) -> bool {
         !self.control.is_empty()
@@ -141,7 +156,13 @@ impl Nic {
                 };
                 let r = arp::Repr::parse(&p);
                 match r.operation {
-                    arp::Operation::Reply if r.sender_ip == self.gateway => self.arp = Arp::Resolved(r.sender_hw),
+                    arp::Operation::Reply if r.sender_ip == self.gateway => {
+                        self.arp = Arp::Resolved(r.sender_hw);
+                        while let Some(mut f) = self.awaiting_arp.pop_front() {
+                            f[0..6].copy_from_slice(&r.sender_hw.0);
+                            self.control.push_back(f);
+                        }
+                    }
                     arp::Operation::Request if r.target_ip == self.ip => {
                         let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
                         ethernet::Repr { dst: r.sender_hw, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);

@@ -545,14 +545,14 @@ impl RoceHost {
             r.cnps += 1;
             r.last_cnp = Some(now);
         }
-        let Some(gw) = self.nic.gateway_mac(now) else { return };
+        let gw = EthernetAddress::default(); // filled in by the NIC
         if let Some((kind, apsn, msn)) = reply {
             let f = self.control_frame(gw, src, qpn, Opcode::Acknowledge, apsn, Some(Aeth { kind, msn }));
-            self.nic.push_control(f);
+            self.nic.push_routed(now, f);
         }
         if cnp && self.cfg.dcqcn.enabled {
             let f = self.control_frame(gw, src, qpn, Opcode::Cnp, 0, None);
-            self.nic.push_control(f);
+            self.nic.push_routed(now, f);
         }
     }
 
