@@ -22,6 +22,7 @@
 //!                   tx_packets, tx_bytes, max_depth_bytes, drops_threshold,
 //!                   drops_buffer_full, ecn_marks
 //! hosts[]           name, ip, counters{...}
+//! network           pfc_pauses, drops, drops_buffer, ecn_marks (all switches)
 //! uplink_imbalance  interval_ns, samples, avg, p50, p90, p99, cdf[] of
 //!                   (max - min) / mean of each leaf's uplink bytes per
 //!                   interval (ConWeave Fig. 14), or null
@@ -172,9 +173,24 @@ pub struct Summary {
     pub hosts: Vec<HostResult>,
     /// FCT slowdown statistics of complete fixed-size flows.
     pub slowdown: SlowdownReport,
+    /// Fabric-wide totals of the switches' counters.
+    pub network: NetworkTotals,
     /// Throughput imbalance across each leaf's uplinks (set by the driver
     /// that sampled it, see [`ImbalanceSampler`]).
     pub uplink_imbalance: Option<ImbalanceStats>,
+}
+
+/// Fabric-wide totals.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+pub struct NetworkTotals {
+    /// PFC pause frames sent by switches (incl. refreshes).
+    pub pfc_pauses: u64,
+    /// Frames dropped by switches for any reason.
+    pub drops: u64,
+    /// ... of which by the traffic manager (buffer/threshold).
+    pub drops_buffer: u64,
+    /// Frames marked CE.
+    pub ecn_marks: u64,
 }
 
 /// Distribution of (max - min) / mean of the bytes each leaf sent on its
@@ -546,6 +562,22 @@ impl Summary {
         }
         flows.sort_by_key(|f| f.id);
         let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns);
+        let mut network = NetworkTotals::default();
+        for w in &switches {
+            let c = &w.counters;
+            network.pfc_pauses += w.ports.iter().map(|p| p.counters.pfc_pause_sent).sum::<u64>();
+            network.drops += c.drop_malformed
+                + c.drop_oversize
+                + c.drop_unknown_ethertype
+                + c.drop_not_for_us
+                + c.drop_ttl
+                + c.drop_no_route
+                + c.drop_program
+                + c.drop_tm
+                + c.drop_link_down;
+            network.drops_buffer += c.drop_tm;
+            network.ecn_marks += c.ecn_marks;
+        }
         Summary {
             schema: SCHEMA,
             topology: fabric.name.clone(),
@@ -558,6 +590,7 @@ impl Summary {
             switches,
             hosts,
             slowdown,
+            network,
             uplink_imbalance: None,
         }
     }
