@@ -78,6 +78,12 @@ struct CompareArgs {
     /// Flows per run.
     #[arg(long, default_value_t = 2000)]
     flows: usize,
+    /// Host transport: udp, roce-lossless, roce-irn, tcp.
+    #[arg(long, default_value = "roce-irn")]
+    transport: String,
+    /// Transport or scheme parameter (as for `weft run`).
+    #[arg(long = "set", value_name = "NAME.PARAM=VALUE")]
+    set: Vec<String>,
     /// Run seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -230,20 +236,7 @@ fn real_main(cli: Cli) -> Result<()> {
 fn run(a: RunArgs) -> Result<()> {
     let topo_name = a.topology.clone().unwrap_or_else(|| DEFAULT.to_string());
     let topo = Topology::load(&topo_name)?;
-    let mut params = schemes::Params::new();
-    let mut transport_params = std::collections::BTreeMap::new();
-    for s in &a.set {
-        let (k, v) = s.split_once('=').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
-        let (scheme, param) = k.split_once('.').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
-        if experiment::TRANSPORT_PARAM_GROUPS.contains(&scheme) {
-            transport_params.insert(k.to_string(), v.to_string());
-            continue;
-        }
-        if schemes::catalog().iter().all(|c| c.name != scheme) {
-            bail!("--set `{s}`: `{scheme}` is neither a scheme nor one of {}", experiment::TRANSPORT_PARAM_GROUPS.join(", "));
-        }
-        params.insert(param.to_string(), v.to_string());
-    }
+    let (params, transport_params) = split_sets(&a.set)?;
     let opts = RunOptions {
         scheme: a.scheme.clone(),
         params,
@@ -321,8 +314,12 @@ fn compare(a: CompareArgs) -> Result<()> {
     if let Some(l) = a.loads.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
         bail!("--loads: {l} is not in (0, 1]");
     }
+    let (params, transport_params) = split_sets(&a.set)?;
     let base = RunOptions {
         seed: a.seed,
+        params,
+        transport_params,
+        transport: a.transport.parse().map_err(anyhow::Error::msg)?,
         workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
         ..RunOptions::default()
     };
@@ -331,7 +328,10 @@ fn compare(a: CompareArgs) -> Result<()> {
     eprintln!("running {n} experiments ({} flows each) on {jobs} threads...", a.flows);
     let started = std::time::Instant::now();
     let cells = experiment::compare(&topo, &base, &a.schemes, &a.loads, jobs);
-    println!("{} | {} | {} flows per run | seed {} | FCT slowdown avg / p99", topo.fabric.name, a.workload, a.flows, a.seed);
+    println!(
+        "{} | {} | {} | {} flows per run | seed {} | FCT slowdown avg / p99",
+        topo.fabric.name, a.transport, a.workload, a.flows, a.seed
+    );
     println!(
         "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | by size: <=10KB, 10-100KB, 100KB-1MB, >1MB",
         "scheme", "load", "overall", "<1 BDP", ">=1 BDP"
@@ -359,6 +359,25 @@ fn compare(a: CompareArgs) -> Result<()> {
     }
     println!("({} runs in {:.1}s; results in {})", n, started.elapsed().as_secs_f64(), a.out.display());
     Ok(())
+}
+
+/// Splits `--set` arguments into scheme parameters and transport parameters.
+fn split_sets(sets: &[String]) -> Result<(schemes::Params, std::collections::BTreeMap<String, String>)> {
+    let mut params = schemes::Params::new();
+    let mut transport_params = std::collections::BTreeMap::new();
+    for s in sets {
+        let (k, v) = s.split_once('=').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
+        let (scheme, param) = k.split_once('.').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
+        if experiment::TRANSPORT_PARAM_GROUPS.contains(&scheme) {
+            transport_params.insert(k.to_string(), v.to_string());
+            continue;
+        }
+        if schemes::catalog().iter().all(|c| c.name != scheme) {
+            bail!("--set `{s}`: `{scheme}` is neither a scheme nor one of {}", experiment::TRANSPORT_PARAM_GROUPS.join(", "));
+        }
+        params.insert(param.to_string(), v.to_string());
+    }
+    Ok((params, transport_params))
 }
 
 fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
