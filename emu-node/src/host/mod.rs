@@ -9,6 +9,49 @@
 //! - [`udp`]: UDP flows (fixed size or constant bit rate) with a probe
 //!   header, used to exercise forwarding, queues, ECN and PFC.
 
+/// The accessors and timer plumbing every synthetic host shares. A host
+/// type has the fields `id`, `name`, `nic` and `timer` and a method
+/// `pump(&mut self, now, out)` that sends what it can and re-arms `timer`.
+macro_rules! host_common {
+    ($host:ty) => {
+        impl $host {
+            /// Node id.
+            pub fn id(&self) -> $crate::ids::NodeId {
+                self.id
+            }
+            /// Name.
+            pub fn name(&self) -> &str {
+                &self.name
+            }
+            /// Address.
+            pub fn ip(&self) -> $crate::wire::Ipv4Address {
+                self.nic.ip
+            }
+            /// NIC line rate.
+            pub fn rate(&self) -> $crate::time::BitRate {
+                self.nic.rate()
+            }
+            /// Counters.
+            pub fn counters(&self) -> &$crate::host::HostCounters {
+                &self.nic.counters
+            }
+            /// The next time `handle_timeout` must be called.
+            pub fn poll_timeout(&self) -> Option<$crate::time::Nanos> {
+                self.timer
+            }
+            /// Timers due at `now`.
+            pub fn handle_timeout(&mut self, now: $crate::time::Nanos, out: &mut Vec<$crate::switch::Transmit>) {
+                self.pump(now, out);
+            }
+            /// The link's rate changed (degraded or restored).
+            pub fn set_port_rate(&mut self, now: $crate::time::Nanos, rate: $crate::time::BitRate) {
+                self.nic.set_rate(now, rate);
+            }
+        }
+    };
+}
+pub(crate) use host_common;
+
 pub mod nic;
 pub mod roce;
 pub mod tcp;

@@ -36,7 +36,7 @@
 //! Completion: a flow completes when its receiver has every byte in order
 //! (one-way, the base FCT's convention in [`crate::fct`]).
 
-use super::nic::{HostCounters, HostError, Nic};
+use super::nic::{HostError, Nic};
 use crate::fabric::NodeSpec;
 use crate::ids::{FlowId, NodeId, PortId};
 use crate::switch::Transmit;
@@ -248,6 +248,8 @@ pub struct RoceHost {
     timer: Option<Nanos>,
 }
 
+super::host_common!(RoceHost);
+
 impl RoceHost {
     /// The host of fabric node `node`.
     pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: RoceConfig) -> Result<Self, HostError> {
@@ -262,22 +264,6 @@ impl RoceHost {
             recv: FxHashMap::default(),
             timer: None,
         })
-    }
-    /// Node id.
-    pub fn id(&self) -> NodeId {
-        self.id
-    }
-    /// Name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    /// Address.
-    pub fn ip(&self) -> Ipv4Address {
-        self.nic.ip
-    }
-    /// Counters.
-    pub fn counters(&self) -> &HostCounters {
-        &self.nic.counters
     }
     /// Sending QPs.
     pub fn send_qps(&self) -> &[SendQp] {
@@ -326,21 +312,6 @@ impl RoceHost {
         });
         self.active.push(self.send.len() - 1);
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
-    }
-
-    /// Next time [`RoceHost::handle_timeout`] must be called.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.timer
-    }
-
-    /// Timers due at `now`.
-    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
-        self.pump(now, out);
-    }
-
-    /// The link's rate changed.
-    pub fn set_port_rate(&mut self, now: Nanos, rate: BitRate) {
-        self.nic.set_rate(now, rate);
     }
 
     fn wire_len(&self, qp: &SendQp, psn: u32) -> usize {

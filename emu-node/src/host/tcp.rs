@@ -15,11 +15,11 @@
 //! ACK. DCTCP: `alpha = (1 - g) alpha + g F` once per window of data, and
 //! `cwnd = cwnd (1 - alpha / 2)` at most once per window on ECE.
 
-use super::nic::{HostCounters, HostError, Nic};
+use super::nic::{HostError, Nic};
 use crate::fabric::NodeSpec;
 use crate::ids::{FlowId, NodeId, PortId};
 use crate::switch::Transmit;
-use crate::time::{BitRate, Nanos, MICROS};
+use crate::time::{Nanos, MICROS};
 use crate::wire::frame::FrameInfo;
 use crate::wire::tcp::{self, flags};
 use crate::wire::{ethernet, ipv4, EtherType, EthernetAddress, Ipv4Address};
@@ -179,6 +179,8 @@ pub struct TcpHost {
     timer: Option<Nanos>,
 }
 
+super::host_common!(TcpHost);
+
 impl TcpHost {
     /// The host of fabric node `node`.
     pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: TcpConfig) -> Result<Self, HostError> {
@@ -193,22 +195,6 @@ impl TcpHost {
             recv: FxHashMap::default(),
             timer: None,
         })
-    }
-    /// Node id.
-    pub fn id(&self) -> NodeId {
-        self.id
-    }
-    /// Name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    /// Address.
-    pub fn ip(&self) -> Ipv4Address {
-        self.nic.ip
-    }
-    /// Counters.
-    pub fn counters(&self) -> &HostCounters {
-        &self.nic.counters
     }
     /// Senders.
     pub fn senders(&self) -> &[TcpSender] {
@@ -260,21 +246,6 @@ impl TcpHost {
         });
         self.active.push(self.send.len() - 1);
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
-    }
-
-    /// Next time [`TcpHost::handle_timeout`] must be called.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.timer
-    }
-
-    /// Timers due at `now`.
-    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
-        self.pump(now, out);
-    }
-
-    /// The link's rate changed.
-    pub fn set_port_rate(&mut self, now: Nanos, rate: BitRate) {
-        self.nic.set_rate(now, rate);
     }
 
     /// A frame received at `now`.

@@ -15,7 +15,7 @@
 //! sends nothing while paused; payload bytes sent = flow size for
 //! [`UdpMode::Bytes`].
 
-use super::nic::{HostCounters, HostError, Nic};
+use super::nic::{HostError, Nic};
 use crate::fabric::NodeSpec;
 use crate::ids::{FlowId, NodeId, PortId};
 use crate::switch::Transmit;
@@ -119,6 +119,8 @@ pub struct UdpHost {
     timer: Option<Nanos>,
 }
 
+super::host_common!(UdpHost);
+
 impl UdpHost {
     /// The host of fabric node `node`.
     pub fn from_spec(id: NodeId, node: &NodeSpec) -> Result<Self, HostError> {
@@ -135,26 +137,6 @@ impl UdpHost {
         })
     }
 
-    /// Node id.
-    pub fn id(&self) -> NodeId {
-        self.id
-    }
-    /// Name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    /// Address.
-    pub fn ip(&self) -> Ipv4Address {
-        self.nic.ip
-    }
-    /// NIC rate.
-    pub fn rate(&self) -> BitRate {
-        self.nic.rate()
-    }
-    /// Counters.
-    pub fn counters(&self) -> &HostCounters {
-        &self.nic.counters
-    }
     /// Sender-side state of its flows.
     pub fn tx_flows(&self) -> &[TxState] {
         &self.flows
@@ -172,21 +154,6 @@ impl UdpHost {
         self.flows.push(TxState { flow: f, bytes_sent: 0, packets_sent: 0, first_sent: None, last_sent: None, next_send: f.start, seq: 0 });
         self.waiting.push(Reverse((f.start, i)));
         self.timer = Some(self.timer.map_or(f.start, |t| t.min(f.start)));
-    }
-
-    /// The next time [`UdpHost::handle_timeout`] must be called.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.timer
-    }
-
-    /// Timers due at `now`.
-    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
-        self.pump(now, out);
-    }
-
-    /// A link went up or down (a host just keeps trying: its frames are lost).
-    pub fn set_port_rate(&mut self, now: Nanos, rate: BitRate) {
-        self.nic.set_rate(now, rate);
     }
 
     /// A frame received at `now`.
