@@ -93,7 +93,8 @@ impl std::str::FromStr for Transport {
 pub const TRANSPORT_PARAM_GROUPS: [&str; 4] = ["roce", "irn", "dcqcn", "tcp"];
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 20] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 21] = [
+    ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
     ("tcp.mss", "bytes", "maximum segment size (1460)"),
     ("tcp.min_rto", "duration", "minimum retransmission timeout (1ms)"),
@@ -163,6 +164,7 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
                     .ok_or_else(|| bad("not a payload size in 64..=9000".into()))?
             }
             "roce.nak_interval" => rc.nak_interval = dur()?,
+            "roce.gbn_timeout" => rc.gbn_timeout = dur()?,
             "irn.bdp" | "irn.rto_low" | "irn.rto_high" => match &mut rc.recovery {
                 Recovery::Irn { bdp_bytes, rto_low, rto_high } => match k.as_str() {
                     "irn.bdp" => *bdp_bytes = parse_size(v).map_err(|e| bad(e.to_string()))?,

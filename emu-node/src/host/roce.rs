@@ -33,6 +33,10 @@
 //! increases. Pacing: a QP sends its next packet `wire bytes x 8 / rate`
 //! after the previous one.
 //!
+//! Go-Back-N also resends from the oldest unacknowledged packet after
+//! `gbn_timeout` (1 ms) without progress, so a tail lost on a failed link
+//! does not hang the QP.
+//!
 //! Completion: a flow completes when its receiver has every byte in order
 //! (one-way, the base FCT's convention in [`crate::fct`]).
 
@@ -121,6 +125,10 @@ pub struct RoceConfig {
     pub recovery: Recovery,
     /// Receiver: minimum time between two NAKs of a QP.
     pub nak_interval: Nanos,
+    /// Go-Back-N: resend from the oldest unacknowledged packet when nothing
+    /// was acknowledged for this long (losses only happen on link failures
+    /// in lossless mode; without a timeout a lost tail would hang the QP).
+    pub gbn_timeout: Nanos,
     /// Congestion control.
     pub dcqcn: DcqcnConfig,
 }
@@ -128,7 +136,13 @@ pub struct RoceConfig {
 impl RoceConfig {
     /// Lossless RoCE (Go-Back-N) with the ConWeave defaults.
     pub fn lossless() -> Self {
-        RoceConfig { payload: 1000, recovery: Recovery::GoBackN, nak_interval: 4 * MICROS, dcqcn: DcqcnConfig::default() }
+        RoceConfig {
+            payload: 1000,
+            recovery: Recovery::GoBackN,
+            nak_interval: 4 * MICROS,
+            gbn_timeout: 1_000 * MICROS,
+            dcqcn: DcqcnConfig::default(),
+        }
     }
     /// IRN with BDP flow control for `bdp_bytes` (104 000 B on leaf-spine at 100G).
     pub fn irn(bdp_bytes: u64) -> Self {
@@ -322,7 +336,7 @@ impl RoceHost {
 
     fn in_flight_bytes(&self, qp: &SendQp) -> u64 {
         let full = (self.cfg.payload as usize + DATA_OVERHEAD) as u64;
-        (qp.snd_nxt - qp.snd_una) as u64 * full
+        qp.snd_nxt.saturating_sub(qp.snd_una) as u64 * full
     }
 
     /// A frame received at `now`.
@@ -401,6 +415,8 @@ impl RoceHost {
                 }
             }
         }
+        // Late ACKs of packets sent before a go-back may pass snd_nxt.
+        qp.snd_nxt = qp.snd_nxt.max(qp.snd_una);
         let una = qp.snd_una;
         qp.retx.retain(|&p| p >= una);
         qp.resent.retain(|&p| p >= una);
@@ -609,6 +625,18 @@ impl RoceHost {
     fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
         let send = &self.send;
         self.active.retain(|&i| send[i].snd_una < send[i].packets);
+        // Go-Back-N timeout.
+        if self.cfg.recovery == Recovery::GoBackN {
+            let rto = self.cfg.gbn_timeout;
+            for &i in &self.active {
+                let qp = &mut self.send[i];
+                if qp.snd_una < qp.snd_nxt && now >= qp.last_progress + rto {
+                    qp.retransmits += (qp.snd_nxt - qp.snd_una) as u64;
+                    qp.snd_nxt = qp.snd_una;
+                    qp.last_progress = now;
+                }
+            }
+        }
         // IRN retransmission timeouts.
         if let Recovery::Irn { rto_low, rto_high, .. } = self.cfg.recovery {
             for &i in &self.active {
@@ -696,9 +724,10 @@ impl RoceHost {
             } else if has_work && !self.nic.is_busy(now) {
                 // Blocked by the BDP window: an ACK or the RTO wakes it.
             }
-            if let Some((lo, hi)) = irn_rto {
-                if qp.snd_una < qp.snd_nxt {
-                    consider(qp.last_progress + if qp.snd_nxt - qp.snd_una <= 3 { lo } else { hi });
+            if qp.snd_una < qp.snd_nxt {
+                match irn_rto {
+                    Some((lo, hi)) => consider(qp.last_progress + if qp.snd_nxt - qp.snd_una <= 3 { lo } else { hi }),
+                    None => consider(qp.last_progress + self.cfg.gbn_timeout),
                 }
             }
         }

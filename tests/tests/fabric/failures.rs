@@ -80,3 +80,36 @@ rate = "5Gbps"
     assert!(queue > 400_000.0, "the queue fills to its dynamic threshold (half the free buffer): {queue}");
     assert!(s.flows[0].drops > 0, "a 10G flow into a 5G link overflows the buffer");
 }
+
+#[test]
+fn lossless_roce_recovers_packets_lost_on_a_failed_link() {
+    let text = r#"
+[generator]
+kind = "leaf-spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+host_link = { rate = "10Gbps", delay = "1us" }
+[[events]]
+at = "200us"
+link = "leaf0-spine0"
+action = "down"
+[[events]]
+at = "400us"
+link = "leaf0-spine0"
+action = "up"
+"#;
+    let opts = RunOptions {
+        traffic: Pattern::AllToAll,
+        flow_size: 2_000_000,
+        transport: emu_orchestrator::experiment::Transport::RoceLossless,
+        ..RunOptions::default()
+    };
+    let s = run(text, &opts).summary;
+    assert!(s.network.drops > 0, "the failure loses packets");
+    assert!(s.flows.iter().any(|f| f.retransmits > 0));
+    for f in &s.flows {
+        assert_eq!(f.bytes_delivered, 2_000_000, "flow {} -> {} did not recover", f.src, f.dst);
+        assert!(f.fct.is_some());
+    }
+}
