@@ -48,7 +48,7 @@ use std::collections::BTreeMap;
 pub const SCHEMA: &str = "weft.summary/1";
 
 /// Results of one flow.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct FlowResult {
     /// Flow id.
     pub id: u32,
@@ -370,6 +370,25 @@ impl SlowdownReport {
     }
 }
 
+/// The name of the host with address `dst` and the base FCT of `frames`
+/// sent from host node `src` to it (see [`crate::fct`]).
+fn dst_and_base(
+    fabric: &FabricSpec,
+    src: usize,
+    dst: crate::wire::Ipv4Address,
+    frames: Option<impl Iterator<Item = usize>>,
+) -> (String, Option<Nanos>) {
+    let Some(d) = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == dst)) else { return (dst.to_string(), None) };
+    let base =
+        frames.and_then(|f| Some(fct::base_fct(f, &fct::path(fabric, crate::ids::NodeId(src as u32), crate::ids::NodeId(d as u32))?)));
+    (fabric.nodes[d].name.clone(), base)
+}
+
+/// `fct / base`, when both are known.
+fn slowdown(fct: Option<Nanos>, base: Option<Nanos>) -> Option<f64> {
+    fct.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64)
+}
+
 impl Summary {
     /// Collects the results of `engine` running `fabric`.
     pub fn collect(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64) -> Summary {
@@ -403,7 +422,6 @@ impl Summary {
                 Node::Switch(_) => {}
             }
         }
-        let host_by_ip = |ip: crate::wire::Ipv4Address| fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == ip));
         let mut flows = Vec::new();
         let mut switches = Vec::new();
         let mut hosts = Vec::new();
@@ -413,16 +431,12 @@ impl Summary {
                     hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
                     for tx in h.tx_flows() {
                         let r = rx.get(&tx.flow.id.0).copied().unwrap_or_default();
-                        let dst_id = host_by_ip(tx.flow.dst);
-                        let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| tx.flow.dst.to_string());
                         let size = match tx.flow.mode {
                             UdpMode::Bytes(b) => Some(b),
                             UdpMode::Rate { .. } => None,
                         };
-                        let base = size.zip(dst_id).and_then(|(b, d)| {
-                            let path = fct::path(fabric, crate::ids::NodeId(i as u32), crate::ids::NodeId(d as u32))?;
-                            Some(fct::base_fct(fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16), &path))
-                        });
+                        let (dst, base) =
+                            dst_and_base(fabric, i, tx.flow.dst, size.map(|b| fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
                         let done = size.is_some_and(|b| r.bytes >= b);
                         let fct_ns = match (done, tx.first_sent, r.last_arrival) {
                             (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
@@ -446,11 +460,8 @@ impl Summary {
                             first_sent: tx.first_sent,
                             fct: fct_ns,
                             base_fct: base,
-                            slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
-                            retransmits: 0,
-                            naks: 0,
-                            cnps: 0,
-                            max_in_flight: 0,
+                            slowdown: slowdown(fct_ns, base),
+                            ..FlowResult::default()
                         });
                     }
                 }
@@ -460,12 +471,7 @@ impl Summary {
                     for s in h.senders() {
                         let key = (h.ip().0, crate::host::TcpHost::port_of(s.flow.id), s.flow.dst.0);
                         let r = tcp_rx.get(&key).cloned().unwrap_or_default();
-                        let dst_id = host_by_ip(s.flow.dst);
-                        let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| s.flow.dst.to_string());
-                        let base = dst_id.and_then(|d| {
-                            let path = fct::path(fabric, crate::ids::NodeId(i as u32), crate::ids::NodeId(d as u32))?;
-                            Some(fct::base_fct(fct::tcp_frames(s.flow.size, mss), &path))
-                        });
+                        let (dst, base) = dst_and_base(fabric, i, s.flow.dst, Some(fct::tcp_frames(s.flow.size, mss)));
                         let done = r.rcv_nxt >= s.flow.size;
                         let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
                         let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
@@ -487,7 +493,7 @@ impl Summary {
                             first_sent: s.first_sent,
                             fct: fct_ns,
                             base_fct: base,
-                            slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
+                            slowdown: slowdown(fct_ns, base),
                             retransmits: s.retransmits,
                             naks: 0,
                             cnps: 0,
@@ -500,12 +506,7 @@ impl Summary {
                     let payload = h.config().payload;
                     for qp in h.send_qps() {
                         let r = roce_rx.get(&(qp.flow.id.0 + 1)).cloned().unwrap_or_default();
-                        let dst_id = host_by_ip(qp.flow.dst);
-                        let dst = dst_id.map(|d| fabric.nodes[d].name.clone()).unwrap_or_else(|| qp.flow.dst.to_string());
-                        let base = dst_id.and_then(|d| {
-                            let path = fct::path(fabric, crate::ids::NodeId(i as u32), crate::ids::NodeId(d as u32))?;
-                            Some(fct::base_fct(fct::roce_frames(qp.flow.size, payload), &path))
-                        });
+                        let (dst, base) = dst_and_base(fabric, i, qp.flow.dst, Some(fct::roce_frames(qp.flow.size, payload)));
                         let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
                         let sent = qp.snd_nxt as u64 + qp.retransmits;
                         flows.push(FlowResult {
@@ -526,7 +527,7 @@ impl Summary {
                             first_sent: qp.first_sent,
                             fct: fct_ns,
                             base_fct: base,
-                            slowdown: fct_ns.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64),
+                            slowdown: slowdown(fct_ns, base),
                             retransmits: qp.retransmits,
                             naks: r.naks,
                             cnps: r.cnps,

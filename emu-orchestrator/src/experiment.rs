@@ -12,7 +12,7 @@ use crate::topology::Topology;
 use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
 use emu_node::fabric::NodeKind;
 use emu_node::host::roce::Recovery;
-use emu_node::host::{CongestionControl, RoceConfig, RoceFlow, TcpConfig, TcpFlow};
+use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
 use emu_node::results::{ImbalanceSampler, Summary};
@@ -364,24 +364,12 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
                 (None, None) => UdpMode::Bytes(opts.flow_size),
             },
         };
+        let sized =
+            SizedFlow { id: flow.id, dst: flow.dst, size: size.unwrap_or(opts.flow_size), start, src_port: flow.src_port, dscp: flow.dscp };
         match engine.node_mut(src) {
             Some(Node::UdpHost(h)) => h.add_flow(flow),
-            Some(Node::TcpHost(h)) => h.add_flow(TcpFlow {
-                id: flow.id,
-                dst: flow.dst,
-                size: size.unwrap_or(opts.flow_size),
-                start,
-                src_port: flow.src_port,
-                dscp: flow.dscp,
-            }),
-            Some(Node::RoceHost(h)) => h.add_flow(RoceFlow {
-                id: flow.id,
-                dst: flow.dst,
-                size: size.unwrap_or(opts.flow_size),
-                start,
-                src_port: flow.src_port,
-                dscp: flow.dscp,
-            }),
+            Some(Node::TcpHost(h)) => h.add_flow(sized),
+            Some(Node::RoceHost(h)) => h.add_flow(sized),
             _ => {}
         }
         engine.refresh(src);

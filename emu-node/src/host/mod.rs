@@ -58,6 +58,26 @@ pub mod tcp;
 pub mod udp;
 
 pub use nic::{HostCounters, HostError, Nic};
-pub use roce::{RoceConfig, RoceFlow, RoceHost};
-pub use tcp::{CongestionControl, TcpConfig, TcpFlow, TcpHost};
+pub use roce::{RoceConfig, RoceHost};
+pub use tcp::{CongestionControl, TcpConfig, TcpHost};
+
+/// A fixed-size transfer for a transport host (RoCEv2 message or TCP
+/// stream). RoCE: the QP number is `id + 1` on both ends and `src_port` is
+/// the UDP source port an RNIC derives from the QP. TCP: the destination
+/// port is `10000 + id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SizedFlow {
+    /// Run-wide flow id.
+    pub id: crate::ids::FlowId,
+    /// Destination.
+    pub dst: crate::wire::Ipv4Address,
+    /// Bytes to transfer.
+    pub size: u64,
+    /// Start time.
+    pub start: crate::time::Nanos,
+    /// Source port.
+    pub src_port: u16,
+    /// DSCP of data packets.
+    pub dscp: u8,
+}
 pub use udp::{FlowStats, UdpFlow, UdpHost, UdpMode};

@@ -41,8 +41,9 @@
 //! (one-way, the base FCT's convention in [`crate::fct`]).
 
 use super::nic::{HostError, Nic};
+use super::SizedFlow;
 use crate::fabric::NodeSpec;
-use crate::ids::{FlowId, NodeId, PortId};
+use crate::ids::{NodeId, PortId};
 use crate::switch::Transmit;
 use crate::time::{BitRate, Nanos, MICROS};
 use crate::wire::frame::FrameInfo;
@@ -150,28 +151,11 @@ impl RoceConfig {
     }
 }
 
-/// A message (flow) to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct RoceFlow {
-    /// Run-wide flow id (the QP number is id + 1 on both ends).
-    pub id: FlowId,
-    /// Destination.
-    pub dst: Ipv4Address,
-    /// Message size in bytes.
-    pub size: u64,
-    /// Start time.
-    pub start: Nanos,
-    /// UDP source port (RNICs derive it from the QP).
-    pub src_port: u16,
-    /// DSCP of data packets.
-    pub dscp: u8,
-}
-
 /// Sender-side state and counters of a QP.
 #[derive(Debug, Clone, Serialize)]
 pub struct SendQp {
     /// The flow.
-    pub flow: RoceFlow,
+    pub flow: SizedFlow,
     /// Packets in the message.
     pub packets: u32,
     /// Lowest unacknowledged PSN.
@@ -293,7 +277,7 @@ impl RoceHost {
     }
 
     /// Adds a message to send.
-    pub fn add_flow(&mut self, flow: RoceFlow) {
+    pub fn add_flow(&mut self, flow: SizedFlow) {
         let p = self.cfg.payload.max(1) as u64;
         let packets = flow.size.div_ceil(p).max(1) as u32;
         let line = self.nic.rate().bps() as f64;

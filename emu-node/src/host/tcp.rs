@@ -16,6 +16,7 @@
 //! `cwnd = cwnd (1 - alpha / 2)` at most once per window on ECE.
 
 use super::nic::{HostError, Nic};
+use super::SizedFlow;
 use crate::fabric::NodeSpec;
 use crate::ids::{FlowId, NodeId, PortId};
 use crate::switch::Transmit;
@@ -73,28 +74,11 @@ impl Default for TcpConfig {
     }
 }
 
-/// A TCP flow to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct TcpFlow {
-    /// Run-wide flow id (the destination port is 10000 + id).
-    pub id: FlowId,
-    /// Destination.
-    pub dst: Ipv4Address,
-    /// Bytes to send.
-    pub size: u64,
-    /// Start.
-    pub start: Nanos,
-    /// Source port.
-    pub src_port: u16,
-    /// DSCP.
-    pub dscp: u8,
-}
-
 /// Sender state and counters.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpSender {
     /// The flow.
-    pub flow: TcpFlow,
+    pub flow: SizedFlow,
     /// Lowest unacknowledged byte.
     pub snd_una: u64,
     /// Next byte to send.
@@ -215,7 +199,7 @@ impl TcpHost {
     }
 
     /// Adds a flow to send.
-    pub fn add_flow(&mut self, flow: TcpFlow) {
+    pub fn add_flow(&mut self, flow: SizedFlow) {
         let mss = self.cfg.mss as f64;
         self.send.push(TcpSender {
             flow,

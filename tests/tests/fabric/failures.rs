@@ -1,29 +1,19 @@
 //! Link events from the topology schedule: down, up, degrade.
 
-use crate::run;
+use crate::{leaf_spine, link_down, run};
+
+const TEN_GIG: &str = r#"{ rate = "10Gbps", delay = "1us" }"#;
 use emu_node::time::BitRate;
 use emu_node::traffic::Pattern;
 use emu_orchestrator::experiment::RunOptions;
-
-const TWO_BY_TWO: &str = r#"
-[generator]
-kind = "leaf-spine"
-leaves = 2
-spines = 2
-hosts_per_leaf = 4
-host_link = { rate = "10Gbps", delay = "1us" }
-[[events]]
-at = "500us"
-link = "leaf0-spine0"
-action = "down"
-"#;
 
 #[test]
 fn flows_move_off_a_failed_link() {
     // Every host sends 1 Gbit/s to every other host for 2 ms (32 flows cross the spines).
     let opts =
         RunOptions { traffic: Pattern::AllToAll, rate: Some(BitRate::gbps(1)), duration: 2_000_000, seed: 11, ..RunOptions::default() };
-    let s = run(TWO_BY_TWO, &opts).summary;
+    let topo = leaf_spine(2, 2, 4, TEN_GIG, &link_down("leaf0-spine0", "500us", None));
+    let s = run(&topo, &opts).summary;
     let leaf0 = s.switches.iter().find(|w| w.name == "leaf0").unwrap();
     let to_spine0 = leaf0.ports.iter().find(|p| p.peer == "spine0").unwrap();
     let to_spine1 = leaf0.ports.iter().find(|p| p.peer == "spine1").unwrap();
@@ -52,24 +42,12 @@ fn flows_move_off_a_failed_link() {
 
 #[test]
 fn a_degraded_link_carries_its_new_rate() {
-    let text = r#"
-[generator]
-kind = "leaf-spine"
-leaves = 2
-spines = 1
-hosts_per_leaf = 1
-host_link = { rate = "10Gbps", delay = "1us" }
-[switches]
-buffer = "1MB"
-[[events]]
-at = "1ms"
-link = "leaf0-spine0"
-action = "degrade"
-rate = "5Gbps"
-"#;
+    let degrade =
+        "[switches]\nbuffer = \"1MB\"\n[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine0\"\naction = \"degrade\"\nrate = \"5Gbps\"\n";
+    let text = leaf_spine(2, 1, 1, TEN_GIG, degrade);
     let opts =
         RunOptions { traffic: Pattern::Pair(0, 1), rate: Some(BitRate::gbps(10)), duration: 2_000_000, seed: 1, ..RunOptions::default() };
-    let s = run(text, &opts).summary;
+    let s = run(&text, &opts).summary;
     let leaf0 = s.switches.iter().find(|w| w.name == "leaf0").unwrap();
     let up = leaf0.ports.iter().find(|p| p.peer == "spine0").unwrap();
     // 1 ms at 10 Gbit/s, 1 ms at 5 Gbit/s, then the standing queue drains at 5 Gbit/s.
@@ -83,29 +61,14 @@ rate = "5Gbps"
 
 #[test]
 fn lossless_roce_recovers_packets_lost_on_a_failed_link() {
-    let text = r#"
-[generator]
-kind = "leaf-spine"
-leaves = 2
-spines = 2
-hosts_per_leaf = 2
-host_link = { rate = "10Gbps", delay = "1us" }
-[[events]]
-at = "200us"
-link = "leaf0-spine0"
-action = "down"
-[[events]]
-at = "400us"
-link = "leaf0-spine0"
-action = "up"
-"#;
+    let text = leaf_spine(2, 2, 2, TEN_GIG, &link_down("leaf0-spine0", "200us", Some("400us")));
     let opts = RunOptions {
         traffic: Pattern::AllToAll,
         flow_size: 2_000_000,
         transport: emu_orchestrator::experiment::Transport::RoceLossless,
         ..RunOptions::default()
     };
-    let s = run(text, &opts).summary;
+    let s = run(&text, &opts).summary;
     assert!(s.network.drops > 0, "the failure loses packets");
     assert!(s.flows.iter().any(|f| f.retransmits > 0));
     for f in &s.flows {

@@ -1,24 +1,13 @@
 //! 8-to-1 incast at line rate: PFC makes it lossless and pauses the senders.
 
-use crate::run;
+use crate::{leaf_spine, run};
 use emu_node::traffic::Pattern;
 use emu_orchestrator::experiment::RunOptions;
 
-/// One leaf with 9 hosts at 10 Gbit/s and a 1 MB buffer.
-const ONE_LEAF: &str = r#"
-[generator]
-kind = "leaf-spine"
-leaves = 1
-spines = 1
-hosts_per_leaf = 9
-host_link = { rate = "10Gbps", delay = "1us" }
-[switches]
-buffer = "1MB"
-"#;
-
+/// 8 of 9 hosts on one leaf (10 Gbit/s, 1 MB buffer) send 500 KB to the ninth.
 fn incast(pfc: bool) -> emu_node::results::Summary {
     let opts = RunOptions { traffic: Pattern::Incast(8), flow_size: 500_000, pfc: Some(pfc), seed: 3, ..RunOptions::default() };
-    run(ONE_LEAF, &opts).summary
+    run(&leaf_spine(1, 1, 9, r#"{ rate = "10Gbps", delay = "1us" }"#, "[switches]\nbuffer = \"1MB\"\n"), &opts).summary
 }
 
 #[test]

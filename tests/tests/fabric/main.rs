@@ -11,6 +11,30 @@ mod tcp;
 use emu_orchestrator::experiment::{self, RunOptions, RunOutcome};
 use emu_orchestrator::topology::Topology;
 
+/// A generated leaf-spine topology with `host_link` (a TOML inline table)
+/// and `extra` TOML (switch settings, link events) appended.
+pub fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32, host_link: &str, extra: &str) -> String {
+    format!("[generator]\nkind = \"leaf-spine\"\nleaves = {leaves}\nspines = {spines}\nhosts_per_leaf = {hosts_per_leaf}\nhost_link = {host_link}\n{extra}")
+}
+
+/// The text of a shipped topology.
+pub fn shipped(name: &str) -> &'static str {
+    emu_orchestrator::topology::SHIPPED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .unwrap_or_else(|| panic!("no shipped topology {name}"))
+}
+
+/// A link going down at `down` and (optionally) back up at `up`.
+pub fn link_down(link: &str, down: &str, up: Option<&str>) -> String {
+    let mut s = format!("[[events]]\nat = \"{down}\"\nlink = \"{link}\"\naction = \"down\"\n");
+    if let Some(up) = up {
+        s += &format!("[[events]]\nat = \"{up}\"\nlink = \"{link}\"\naction = \"up\"\n");
+    }
+    s
+}
+
 pub fn run(topology_text: &str, opts: &RunOptions) -> RunOutcome {
     let topo = Topology::parse("test.toml", topology_text).expect("topology");
     experiment::run(&topo, opts, &mut |_, _| {}).expect("run")

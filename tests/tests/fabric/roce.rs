@@ -1,9 +1,9 @@
 //! RoCEv2 hosts end to end: a flow alone runs at line rate; one reordered
 //! packet costs Go-Back-N a NAK and a go-back, and IRN one selective resend.
 
-use crate::run;
+use crate::{run, shipped};
 use emu_node::engine::{switch_config, Engine, EngineConfig, HostTransport, Node};
-use emu_node::host::{RoceConfig, RoceFlow, RoceHost};
+use emu_node::host::{RoceConfig, RoceHost, SizedFlow};
 use emu_node::ids::{FlowId, NodeId};
 use emu_node::results::Summary;
 use emu_node::schemes::ecmp::Ecmp;
@@ -12,12 +12,12 @@ use emu_node::tofino::program::Declarations;
 use emu_node::tofino::{IngressCx, PacketSource, Program, ProgramError};
 use emu_node::traffic::Pattern;
 use emu_orchestrator::experiment::{RunOptions, Transport};
-use emu_orchestrator::topology::{Topology, SHIPPED};
+use emu_orchestrator::topology::Topology;
 
 #[test]
 fn one_roce_flow_alone_runs_at_line_rate_with_both_transports() {
     for name in ["leaf-spine-2x4", "leaf-spine-8x8"] {
-        let text = SHIPPED.iter().find(|(n, _)| *n == name).unwrap().1;
+        let text = shipped(name);
         for transport in [Transport::RoceLossless, Transport::RoceIrn] {
             let opts = RunOptions { traffic: Pattern::Pair(0, 15), flow_size: 2_000_000, transport, ..RunOptions::default() };
             let s = run(text, &opts).summary;
@@ -101,7 +101,7 @@ host_link = { rate = "100Gbps", delay = "200ns" }
     let (h0, h1) = (fabric.node_by_name("h0").unwrap(), fabric.node_by_name("h1").unwrap());
     let dst = fabric.nodes[h1.index()].as_host().unwrap().ip;
     if let Some(Node::RoceHost(h)) = e.node_mut(h0) {
-        h.add_flow(RoceFlow { id: FlowId(0), dst, size: 200_000, start: 0, src_port: 49152, dscp: 0 });
+        h.add_flow(SizedFlow { id: FlowId(0), dst, size: 200_000, start: 0, src_port: 49152, dscp: 0 });
     }
     e.refresh(h0);
     e.run_until(u64::MAX, u64::MAX);
@@ -131,19 +131,6 @@ fn irn_resends_only_the_reordered_packet() {
     assert_eq!(clean.retransmits, 0);
 }
 
-const TWO_BY_FOUR: &str = r#"
-[generator]
-kind = "leaf-spine"
-leaves = 2
-spines = 4
-hosts_per_leaf = 8
-oversubscription = 2.0
-host_link = { rate = "25Gbps", delay = "1us" }
-[switches]
-buffer = "9MB"
-ecn = { kmin = "25KB", kmax = "100KB", pmax = 0.2 }
-"#;
-
 fn workload(transport: Transport, load: f64, flows: usize) -> Summary {
     let cdf = emu_node::workload::FlowSizeCdf::named("alistorage").unwrap();
     let opts = RunOptions {
@@ -152,7 +139,7 @@ fn workload(transport: Transport, load: f64, flows: usize) -> Summary {
         workload: Some(emu_orchestrator::experiment::WorkloadOptions { cdf, load, flows: Some(flows), duration: u64::MAX }),
         ..RunOptions::default()
     };
-    run(TWO_BY_FOUR, &opts).summary
+    run(shipped("leaf-spine-2x4"), &opts).summary
 }
 
 #[test]
@@ -179,7 +166,7 @@ fn irn_never_has_more_than_one_bdp_in_flight() {
 #[test]
 fn dcqcn_shares_a_bottleneck_fairly_and_paces_cnps() {
     // Two 8 MB flows into one 25 Gbit/s host link, lossless.
-    let text = TWO_BY_FOUR;
+    let text = shipped("leaf-spine-2x4");
     let list = "2\n0 15 3 8000000 0\n1 15 3 8000000 0\n".to_string();
     let opts = RunOptions { transport: Transport::RoceLossless, flow_list: Some(("two.txt".into(), list)), ..RunOptions::default() };
     let s = run(text, &opts).summary;

@@ -1,14 +1,9 @@
 //! TCP hosts end to end: line rate alone, the receive window is honoured,
 //! DCTCP keeps an incast loss-free where NewReno drops.
 
-use crate::run;
+use crate::{leaf_spine, run, shipped};
 use emu_node::traffic::Pattern;
 use emu_orchestrator::experiment::{RunOptions, Transport};
-use emu_orchestrator::topology::SHIPPED;
-
-fn text(name: &str) -> &'static str {
-    SHIPPED.iter().find(|(n, _)| *n == name).unwrap().1
-}
 
 fn opts(cc: &str, traffic: Pattern, size: u64) -> RunOptions {
     let mut o = RunOptions { transport: Transport::Tcp, traffic, flow_size: size, ..RunOptions::default() };
@@ -20,7 +15,7 @@ fn opts(cc: &str, traffic: Pattern, size: u64) -> RunOptions {
 fn one_tcp_flow_alone_is_within_10_percent_of_its_base_fct() {
     for name in ["leaf-spine-2x4", "leaf-spine-8x8"] {
         for cc in ["newreno", "dctcp"] {
-            let s = run(text(name), &opts(cc, Pattern::Pair(0, 15), 4_000_000)).summary;
+            let s = run(shipped(name), &opts(cc, Pattern::Pair(0, 15), 4_000_000)).summary;
             let f = &s.flows[0];
             assert_eq!(f.bytes_delivered, 4_000_000);
             let sd = f.slowdown.unwrap();
@@ -34,7 +29,7 @@ fn one_tcp_flow_alone_is_within_10_percent_of_its_base_fct() {
 fn the_receive_window_limits_what_is_in_flight() {
     let mut o = opts("newreno", Pattern::Pair(0, 15), 2_000_000);
     o.transport_params.insert("tcp.rcv_buffer".into(), "16KiB".into());
-    let s = run(text("leaf-spine-2x4"), &o).summary;
+    let s = run(shipped("leaf-spine-2x4"), &o).summary;
     let f = &s.flows[0];
     assert!(f.max_in_flight <= 16 * 1024, "{} B in flight", f.max_in_flight);
     assert!(f.slowdown.unwrap() > 1.5, "window-limited: {}", f.slowdown.unwrap());
@@ -42,19 +37,18 @@ fn the_receive_window_limits_what_is_in_flight() {
 
 #[test]
 fn dctcp_keeps_an_incast_lossless_where_newreno_drops() {
-    let topo = r#"
-[generator]
-kind = "leaf-spine"
-leaves = 1
-spines = 1
-hosts_per_leaf = 9
-host_link = { rate = "10Gbps", delay = "1us" }
-[switches]
-buffer = "400KB"
-ecn = { kmin = "30KB", kmax = "31KB", pmax = 1.0 }
-"#;
-    let reno = run(topo, &opts("newreno", Pattern::Incast(8), 1_000_000)).summary;
-    let dctcp = run(topo, &opts("dctcp", Pattern::Incast(8), 1_000_000)).summary;
+    let topo = leaf_spine(
+        1,
+        1,
+        9,
+        r#"{ rate = "10Gbps", delay = "1us" }"#,
+        "[switches]
+buffer = \"400KB\"
+ecn = { kmin = \"30KB\", kmax = \"31KB\", pmax = 1.0 }
+",
+    );
+    let reno = run(&topo, &opts("newreno", Pattern::Incast(8), 1_000_000)).summary;
+    let dctcp = run(&topo, &opts("dctcp", Pattern::Incast(8), 1_000_000)).summary;
     let lost = |s: &emu_node::results::Summary| s.switches.iter().map(|w| w.counters.drop_tm).sum::<u64>();
     assert!(lost(&reno) > 0, "NewReno fills the buffer");
     assert_eq!(lost(&dctcp), 0, "DCTCP reacts to ECN before the buffer fills");
