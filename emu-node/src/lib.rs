@@ -22,19 +22,37 @@
 //! - [`workload`]: flow-size CDFs and Poisson arrivals;
 //! - [`fct`]: the analytical base FCT of a flow alone on its path;
 //! - [`engine`]: the virtual-time discrete-event driver;
-//! - [`results`]: the `summary.json` document.
+//! - [`results`]: the `summary.json` document;
+//! - [`clock`]: the fabric clock and the per-process deadline scheduler
+//!   (real time);
+//! - [`lag`]: how late an actor handles its deadlines;
+//! - [`actor`]: the real-time driver's node actor (ractor);
+//! - [`link`]: link transports (in-process, TAP, UDP, QUIC) and the link
+//!   header;
+//! - [`tap`]: real Linux hosts in network namespaces behind TAP devices;
+//! - [`tls`]: the fabric certificate and pinning;
+//! - [`control`]: the orchestrator ↔ emu-node control protocol;
+//! - [`runtime`]: assembles actors, links and hosts of one process.
 #![deny(missing_docs)]
 
+pub mod actor;
+pub mod clock;
+pub mod control;
 pub mod engine;
 pub mod fabric;
 pub mod fct;
 pub mod host;
 pub mod ids;
+pub mod lag;
+pub mod link;
 pub mod results;
+pub mod runtime;
 pub mod schemes;
 pub mod serializer;
 pub mod switch;
+pub mod tap;
 pub mod time;
+pub mod tls;
 pub mod tofino;
 pub mod traffic;
 pub mod wire;

@@ -8,5 +8,6 @@
 #![deny(missing_docs)]
 
 pub mod experiment;
+pub mod live;
 pub mod topology;
 pub mod units;

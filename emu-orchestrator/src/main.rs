@@ -16,6 +16,8 @@ use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
 use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use std::path::PathBuf;
 
+mod live_cli;
+
 #[derive(Parser)]
 #[command(name = "weft", version, about = "weft: a data-center fabric emulator with a Tofino2 model", long_about = None)]
 struct Cli {
@@ -60,6 +62,29 @@ enum Command {
         after_help = "Examples:\n  weft compare leaf-spine-8x8 --schemes ecmp --loads 0.5,0.8 --workload alistorage --flows 5000\n  weft compare leaf-spine-2x4 --schemes ecmp --loads 0.3,0.5,0.7 --workload solar --flows 2000 --out cmp/"
     )]
     Compare(Box<CompareArgs>),
+    /// Start a real-time fabric: emu-node processes, links, TAP hosts in network namespaces.
+    #[command(
+        after_help = "Examples:\n  sudo weft up leaf-spine-2x4-rt --nodes 3          # hosts h0..h15 in namespaces\n  sudo ip netns exec h8 iperf3 -s -D && sudo ip netns exec h0 iperf3 -c 10.0.1.2\n  sudo weft up leaf-spine-2x4-rt --nodes 3 --links udp --detach\n  weft up leaf-spine-2x4-rt-synthetic --nodes 2     # synthetic hosts, no root needed"
+    )]
+    Up(Box<live_cli::UpArgs>),
+    /// Show the live fabric: processes, actors' deadline lag, transport loss, links.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a link of the live fabric.
+    #[command(
+        after_help = "Examples:\n  weft link leaf0-spine1 down\n  weft link leaf0-spine1 up\n  weft link h0-leaf0 rate 100Mbps\n  weft link leaf1-spine0 delay 200us"
+    )]
+    Link(live_cli::LinkArgs),
+    /// Stop the live fabric (also removes what a killed `weft up` left).
+    Down,
+    /// Write a pcap of a live link (both directions), readable by tshark/Wireshark.
+    #[command(
+        after_help = "Examples:\n  weft capture leaf0-spine0 --pcap spine0.pcap --count 200 --wait 5s\n  tshark -r spine0.pcap -V -Y infiniband"
+    )]
+    Capture(live_cli::CaptureArgs),
 }
 
 #[derive(clap::Args)]
@@ -230,6 +255,11 @@ fn real_main(cli: Cli) -> Result<()> {
         }
         Command::Run(a) => run(*a),
         Command::Compare(a) => compare(*a),
+        Command::Up(a) => live_cli::up(*a),
+        Command::Status { json } => live_cli::status(json),
+        Command::Link(a) => live_cli::link(a),
+        Command::Down => live_cli::down(),
+        Command::Capture(a) => live_cli::capture(a),
     }
 }
 

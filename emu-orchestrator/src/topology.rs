@@ -49,6 +49,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("fat-tree-k4", include_str!("../../topologies/fat-tree-k4.toml")),
     ("fat-tree-k8", include_str!("../../topologies/fat-tree-k8.toml")),
     ("leaf-spine-2x4-rt", include_str!("../../topologies/leaf-spine-2x4-rt.toml")),
+    ("leaf-spine-2x4-rt-synthetic", include_str!("../../topologies/leaf-spine-2x4-rt-synthetic.toml")),
     ("fat-tree-k4-rt", include_str!("../../topologies/fat-tree-k4-rt.toml")),
     ("explicit-example", include_str!("../../topologies/explicit-example.toml")),
 ];
@@ -65,6 +66,8 @@ pub struct Topology {
     pub description: String,
     /// Where it came from.
     pub source: String,
+    /// Whether the file had a `[placement]` table.
+    pub placed: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -438,7 +441,34 @@ impl Topology {
         }
         fabric.compute_routes();
         fabric.validate().map_err(|e| TopologyError { file: file.into(), line: None, message: e.0 })?;
-        Ok(Topology { fabric, description: raw.description.unwrap_or_default(), source: file.into() })
+        let placed = !raw.placement.is_empty();
+        Ok(Topology { fabric, description: raw.description.unwrap_or_default(), source: file.into(), placed })
+    }
+
+    /// Applies a placement file: a `[placement]` table (or top-level keys)
+    /// mapping process names to node lists, e.g. `node0 = ["leaf0", "spine0"]`.
+    pub fn apply_placement(&mut self, file: &str, text: &str) -> Result<(), TopologyError> {
+        let err = |m: String| TopologyError { file: file.into(), line: None, message: m };
+        let table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let t = match table.get("placement") {
+            Some(toml::Value::Table(t)) => t.clone(),
+            _ => table,
+        };
+        for n in &mut self.fabric.nodes {
+            n.placement = 0;
+        }
+        for (i, (proc_, names)) in t.iter().enumerate() {
+            let Some(list) = names.as_array() else { return Err(err(format!("`{proc_}` must be a list of node names"))) };
+            for v in list {
+                let Some(name) = v.as_str() else { return Err(err(format!("`{proc_}` must be a list of node names"))) };
+                let Some(id) = self.fabric.node_by_name(name) else {
+                    return Err(err(format!("placement names `{name}`, which is not a node")));
+                };
+                self.fabric.nodes[id.index()].placement = i as u32;
+            }
+        }
+        self.placed = true;
+        Ok(())
     }
 
     /// A one-paragraph description for `weft validate`.

@@ -43,7 +43,8 @@ pub enum Node {
 }
 
 impl Node {
-    fn handle_frame(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
+    /// Handles a frame received on `port` at `now`.
+    pub fn handle_frame(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
         match self {
             Node::Switch(s) => s.handle_frame(now, port, frame, out),
             Node::UdpHost(h) => h.handle_frame(now, port, frame, out),
@@ -51,7 +52,8 @@ impl Node {
             Node::TcpHost(h) => h.handle_frame(now, port, frame, out),
         }
     }
-    fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+    /// Handles timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
         match self {
             Node::Switch(s) => s.handle_timeout(now, out),
             Node::UdpHost(h) => h.handle_timeout(now, out),
@@ -59,7 +61,23 @@ impl Node {
             Node::TcpHost(h) => h.handle_timeout(now, out),
         }
     }
-    fn poll_timeout(&self) -> Option<Nanos> {
+    /// A link of this node went up or down (hosts drop at the link instead).
+    pub fn set_port_up(&mut self, now: Nanos, port: PortId, up: bool, out: &mut Vec<Transmit>) {
+        if let Node::Switch(s) = self {
+            s.set_port_up(now, port, up, out)
+        }
+    }
+    /// A link of this node changed rate.
+    pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {
+        match self {
+            Node::Switch(s) => s.set_port_rate(now, port, rate),
+            Node::UdpHost(h) => h.set_port_rate(now, rate),
+            Node::RoceHost(h) => h.set_port_rate(now, rate),
+            Node::TcpHost(h) => h.set_port_rate(now, rate),
+        }
+    }
+    /// The earliest time [`Node::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         match self {
             Node::Switch(s) => s.poll_timeout(),
             Node::UdpHost(h) => h.poll_timeout(),
@@ -250,6 +268,11 @@ impl Engine {
             });
         }
         Self::with_nodes(fabric, nodes)
+    }
+
+    /// Takes the nodes out (to hand them to another driver).
+    pub fn into_nodes(self) -> Vec<Node> {
+        self.nodes
     }
 
     /// Builds an engine from already-built nodes (tests with custom programs).

@@ -1,0 +1,362 @@
+//! The real-time driver's node actor: one `ractor` actor per switch or
+//! synthetic host, owning its sans-IO state machine (DESIGN §3).
+//!
+//! The actor turns messages into calls of the state machine with `now`
+//! from the [`FabricClock`], and the state machine's outputs into frames
+//! on its ports' [`Egress`]es. Deadlines (its next timer, frames due at a
+//! peer) go to the process's one [`DeadlineScheduler`], never to tokio's
+//! 1 ms timer. Every message that was due at some time (a timer, a frame's
+//! arrival) records how late it is handled in the actor's [`LagHistogram`],
+//! so users see when the emulation stops being faithful.
+//!
+//! Invariants: the state machine is touched only by its actor; at most one
+//! timer is outstanding per actor for its earliest deadline (stale ones only
+//! cause a harmless extra `handle_timeout`); a frame sent on a port that is
+//! down is counted and dropped.
+
+use crate::clock::DeadlineScheduler;
+use crate::engine::Node;
+use crate::ids::{LinkId, PortId};
+use crate::lag::{LagHistogram, LagSummary};
+use crate::link::header::LinkHeader;
+use crate::link::remote::RemoteSender;
+use crate::link::LinkChange;
+use crate::switch::Transmit;
+use crate::time::Nanos;
+use bytes::BytesMut;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+
+/// Where a port's frames go.
+#[derive(Clone)]
+pub enum Egress {
+    /// Nowhere (the peer is not part of this run).
+    Unconnected,
+    /// An actor of this process.
+    Local {
+        /// Peer actor.
+        peer: ActorRef<NodeMsg>,
+        /// Its port.
+        port: PortId,
+    },
+    /// A host's TAP device in this process.
+    Tap(Arc<tokio_tun::Tun>),
+    /// Another emu-node process.
+    Remote(RemoteSender),
+}
+
+/// A packet capture attached to a port (both directions).
+pub struct Capture {
+    writer: Option<pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>>,
+    left: u64,
+    /// Frames written.
+    pub written: u64,
+}
+
+impl Capture {
+    /// Captures at most `count` frames into `file`.
+    pub fn create(path: &std::path::Path, count: u64) -> std::io::Result<Self> {
+        let f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let w = pcap_file::pcap::PcapWriter::new(f).map_err(std::io::Error::other)?;
+        Ok(Capture { writer: Some(w), left: count, written: 0 })
+    }
+    /// Writes one frame (wall-clock timestamp); closes the file at `count`.
+    pub fn record(&mut self, frame: &[u8]) {
+        let Some(w) = self.writer.as_mut() else { return };
+        let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        if w.write_packet(&pcap_file::pcap::PcapPacket::new(ts, frame.len() as u32, frame)).is_ok() {
+            self.written += 1;
+        }
+        self.left = self.left.saturating_sub(1);
+        if self.left == 0 {
+            self.finish();
+        }
+    }
+    /// Flushes and closes the file.
+    pub fn finish(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let mut inner = w.into_writer();
+            let _ = std::io::Write::flush(&mut inner);
+        }
+    }
+    /// Whether the capture is complete.
+    pub fn is_done(&self) -> bool {
+        self.writer.is_none()
+    }
+}
+
+/// A shared capture handle.
+pub type CaptureHandle = Arc<Mutex<Capture>>;
+
+/// A port of an actor: where frames go, and the link's live state.
+#[derive(Clone)]
+pub struct PortBinding {
+    /// Destination.
+    pub egress: Egress,
+    /// Link id.
+    pub link: LinkId,
+    /// Direction on the link (0: this is the `a` end).
+    pub dir: u8,
+    /// One-way propagation delay.
+    pub delay: Nanos,
+    /// Whether the link is up.
+    pub up: bool,
+    /// Capture, if one is running.
+    pub capture: Option<CaptureHandle>,
+}
+
+impl PortBinding {
+    /// An unconnected port.
+    pub fn unconnected(link: LinkId) -> Self {
+        PortBinding { egress: Egress::Unconnected, link, dir: 0, delay: 0, up: true, capture: None }
+    }
+}
+
+/// Messages of a node actor.
+pub enum NodeMsg {
+    /// Binds the ports (index = port id).
+    Bind(Vec<PortBinding>),
+    /// A frame arrives on `port`; it was due at `due`.
+    Frame {
+        /// Port.
+        port: PortId,
+        /// The frame.
+        frame: BytesMut,
+        /// When it was due.
+        due: Nanos,
+    },
+    /// A timer armed for `due`.
+    Timer {
+        /// When it was due.
+        due: Nanos,
+    },
+    /// A link of this node changed.
+    Link {
+        /// Port.
+        port: PortId,
+        /// Change.
+        change: LinkChange,
+    },
+    /// Starts (or replaces) a capture on a port.
+    Capture {
+        /// Port.
+        port: PortId,
+        /// Capture (shared with the other end when it is local).
+        capture: CaptureHandle,
+    },
+    /// Asks for a report.
+    Report(RpcReplyPort<ActorReport>),
+    /// Stops processing; replies with the state machine.
+    Finish(RpcReplyPort<Option<Box<Node>>>),
+}
+
+/// What an actor reports (`weft status`, metrics).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ActorReport {
+    /// Node name.
+    pub name: String,
+    /// Lateness of handled deadlines.
+    pub lag: LagSummary,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Frames dropped at a down link.
+    pub link_down_drops: u64,
+    /// Frames the transport could not send.
+    pub send_errors: u64,
+}
+
+/// The actor.
+pub struct NodeActor;
+
+/// Arguments of [`NodeActor`].
+pub struct NodeActorArgs {
+    /// The state machine.
+    pub node: Box<Node>,
+    /// The process's scheduler.
+    pub scheduler: DeadlineScheduler,
+}
+
+/// State of [`NodeActor`].
+pub struct NodeActorState {
+    node: Option<Box<Node>>,
+    name: String,
+    ports: Vec<PortBinding>,
+    sched: DeadlineScheduler,
+    armed: Option<Nanos>,
+    lag: LagHistogram,
+    out: Vec<Transmit>,
+    report: ActorReport,
+    datagram: Vec<u8>,
+}
+
+fn node_name(n: &Node) -> String {
+    match n {
+        Node::Switch(s) => s.name().to_string(),
+        Node::UdpHost(h) => h.name().to_string(),
+        Node::RoceHost(h) => h.name().to_string(),
+        Node::TcpHost(h) => h.name().to_string(),
+    }
+}
+
+impl NodeActorState {
+    fn flush(&mut self, me: &ActorRef<NodeMsg>, now: Nanos) {
+        let mut out = std::mem::take(&mut self.out);
+        for t in out.drain(..) {
+            self.send(now, t);
+        }
+        self.out = out;
+        if let Some(t) = self.node.as_ref().and_then(|n| n.poll_timeout()) {
+            if self.armed.is_none_or(|a| t < a) {
+                self.armed = Some(t);
+                let me = me.clone();
+                self.sched.at(
+                    t,
+                    Box::new(move |_| {
+                        let _ = me.cast(NodeMsg::Timer { due: t });
+                    }),
+                );
+            }
+        }
+    }
+
+    fn send(&mut self, now: Nanos, t: Transmit) {
+        let Some(p) = self.ports.get_mut(t.port.index()) else { return };
+        if !p.up {
+            self.report.link_down_drops += 1;
+            return;
+        }
+        self.report.tx_frames += 1;
+        if let Some(c) = &p.capture {
+            if let Ok(mut c) = c.lock() {
+                c.record(&t.frame);
+            }
+        }
+        let due = t.end + p.delay;
+        match &mut p.egress {
+            Egress::Unconnected => {}
+            Egress::Local { peer, port } => {
+                let (peer, port, frame) = (peer.clone(), *port, t.frame);
+                if due <= now {
+                    let _ = peer.cast(NodeMsg::Frame { port, frame, due });
+                } else {
+                    self.sched.at(
+                        due,
+                        Box::new(move |_| {
+                            let _ = peer.cast(NodeMsg::Frame { port, frame, due });
+                        }),
+                    );
+                }
+            }
+            Egress::Tap(tap) => {
+                let tap = tap.clone();
+                let frame = t.frame;
+                self.sched.at(
+                    due,
+                    Box::new(move |_| {
+                        let _ = tap.try_send(&frame);
+                    }),
+                );
+            }
+            Egress::Remote(r) => {
+                let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due };
+                if r.send(h, &t.frame, &mut self.datagram).is_err() {
+                    self.report.send_errors += 1;
+                }
+            }
+        }
+    }
+}
+
+impl Actor for NodeActor {
+    type Msg = NodeMsg;
+    type State = NodeActorState;
+    type Arguments = NodeActorArgs;
+
+    async fn pre_start(&self, _me: ActorRef<NodeMsg>, args: NodeActorArgs) -> Result<NodeActorState, ActorProcessingErr> {
+        let name = node_name(&args.node);
+        Ok(NodeActorState {
+            report: ActorReport { name: name.clone(), ..Default::default() },
+            node: Some(args.node),
+            name,
+            ports: Vec::new(),
+            sched: args.scheduler,
+            armed: None,
+            lag: LagHistogram::default(),
+            out: Vec::new(),
+            datagram: Vec::with_capacity(2048),
+        })
+    }
+
+    async fn handle(&self, me: ActorRef<NodeMsg>, msg: NodeMsg, st: &mut NodeActorState) -> Result<(), ActorProcessingErr> {
+        let now = st.sched.now();
+        match msg {
+            NodeMsg::Bind(ports) => st.ports = ports,
+            NodeMsg::Frame { port, frame, due } => {
+                st.lag.record(due, now);
+                st.report.rx_frames += 1;
+                if let Some(p) = st.ports.get(port.index()) {
+                    if !p.up {
+                        st.report.link_down_drops += 1;
+                        return Ok(());
+                    }
+                    if let Some(c) = &p.capture {
+                        if let Ok(mut c) = c.lock() {
+                            c.record(&frame);
+                        }
+                    }
+                }
+                if let Some(n) = st.node.as_mut() {
+                    n.handle_frame(now, port, frame, &mut st.out);
+                }
+            }
+            NodeMsg::Timer { due } => {
+                if st.armed == Some(due) {
+                    st.armed = None;
+                    st.lag.record(due, now);
+                }
+                if let Some(n) = st.node.as_mut() {
+                    n.handle_timeout(now, &mut st.out);
+                }
+            }
+            NodeMsg::Link { port, change } => {
+                if let Some(p) = st.ports.get_mut(port.index()) {
+                    match change {
+                        LinkChange::Down | LinkChange::Up => {
+                            p.up = change == LinkChange::Up;
+                            if let Some(n) = st.node.as_mut() {
+                                n.set_port_up(now, port, p.up, &mut st.out);
+                            }
+                        }
+                        LinkChange::Rate(r) => {
+                            if let Some(n) = st.node.as_mut() {
+                                n.set_port_rate(now, port, r);
+                            }
+                        }
+                        LinkChange::Delay(d) => p.delay = d,
+                    }
+                }
+            }
+            NodeMsg::Capture { port, capture } => {
+                if let Some(p) = st.ports.get_mut(port.index()) {
+                    p.capture = Some(capture);
+                }
+            }
+            NodeMsg::Report(reply) => {
+                st.report.lag = st.lag.summary();
+                st.report.name = st.name.clone();
+                let _ = reply.send(st.report.clone());
+                return Ok(());
+            }
+            NodeMsg::Finish(reply) => {
+                let _ = reply.send(st.node.take());
+                me.stop(None);
+                return Ok(());
+            }
+        }
+        st.flush(&me, now);
+        Ok(())
+    }
+}

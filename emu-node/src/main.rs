@@ -1,0 +1,168 @@
+//! `emu-node`: one process of a real-time weft fabric. Started by the
+//! orchestrator (`weft up`), never by hand: it connects to the
+//! orchestrator's control endpoint (QUIC, pinned certificate), proves the
+//! fabric token (environment variable `WEFT_TOKEN`, never on the command
+//! line), receives its share of the fabric, runs it, reports health every
+//! 500 ms, and on `Stop`, SIGTERM, SIGINT or loss of the control channel
+//! stops its actors and deletes the namespaces it created.
+
+use emu_node::control::{self, ToNode, ToOrchestrator, PROTOCOL_VERSION};
+use emu_node::engine::{Engine, EngineConfig};
+use emu_node::link::quic;
+use emu_node::runtime::ProcessRuntime;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+struct Args {
+    control: SocketAddr,
+    pin: String,
+    process: u32,
+}
+
+const USAGE: &str = "usage: emu-node --control ADDR:PORT --pin SHA256 --process N   (token in WEFT_TOKEN; started by `weft up`)";
+
+fn parse_args() -> Result<Args, String> {
+    let mut control = None;
+    let mut pin = None;
+    let mut process = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
+        match a.as_str() {
+            "--control" => control = Some(val()?.parse::<SocketAddr>().map_err(|e| format!("--control: {e}"))?),
+            "--pin" => pin = Some(val()?),
+            "--process" => process = Some(val()?.parse::<u32>().map_err(|e| format!("--process: {e}"))?),
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            o => return Err(format!("unknown argument `{o}`\n{USAGE}")),
+        }
+    }
+    match (control, pin, process) {
+        (Some(control), Some(pin), Some(process)) => Ok(Args { control, pin, process }),
+        _ => Err(USAGE.to_string()),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let token = std::env::var("WEFT_TOKEN").unwrap_or_default();
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start tokio: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(args, token)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args, token: String) -> Result<(), String> {
+    let client = emu_node::tls::quic_client(&args.pin, quic::control_transport()).map_err(|e| e.to_string())?;
+    let bind: SocketAddr = if args.control.is_ipv6() { "[::1]:0" } else { "127.0.0.1:0" }.parse().map_err(|_| "bind address")?;
+    let ep = quinn::Endpoint::client(bind).map_err(|e| format!("control endpoint: {e}"))?;
+    let conn = ep
+        .connect_with(client, args.control, emu_node::tls::SERVER_NAME)
+        .map_err(|e| format!("control connection: {e}"))?
+        .await
+        .map_err(|e| format!("control connection to {} refused: {e}", args.control))?;
+    let (mut tx, mut rx) = conn.open_bi().await.map_err(|e| format!("control stream: {e}"))?;
+    let hello = ToOrchestrator::Hello { token, process: args.process, pid: std::process::id(), version: PROTOCOL_VERSION };
+    control::send(&mut tx, &hello).await.map_err(|e| e.to_string())?;
+    let plan = match control::recv::<ToNode>(&mut rx).await {
+        Ok(ToNode::Plan(p)) => *p,
+        Ok(ToNode::Refused(why)) => return Err(format!("the orchestrator refused this node: {why}")),
+        Ok(other) => return Err(format!("unexpected first message {other:?}")),
+        Err(e) => return Err(format!("the orchestrator closed the control channel: {e}")),
+    };
+    let bind_ip = args.control.ip();
+    // Build every node, keep ours (building is cheap; it keeps the seeds and
+    // addressing identical to a virtual-time run of the same fabric).
+    let engine = Engine::new(&plan.fabric, &EngineConfig::default()).map_err(|e| e.to_string())?;
+    let nodes = engine.into_nodes().into_iter().map(Some).collect();
+    let (mut runtime, addrs) = match ProcessRuntime::bind(plan, nodes, bind_ip).await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = control::send(&mut tx, &ToOrchestrator::Failed(e.to_string())).await;
+            let _ = tx.finish();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return Err(e.to_string());
+        }
+    };
+    let result = serve(&mut runtime, addrs, &mut tx, rx).await;
+    runtime.shutdown().await;
+    if let Err(e) = &result {
+        let _ = control::send(&mut tx, &ToOrchestrator::Failed(e.clone())).await;
+    }
+    let _ = tx.finish();
+    conn.close(0u32.into(), b"bye");
+    ep.wait_idle().await;
+    result
+}
+
+async fn serve(
+    runtime: &mut ProcessRuntime,
+    addrs: emu_node::runtime::LinkAddrs,
+    tx: &mut quinn::SendStream,
+    mut rx: quinn::RecvStream,
+) -> Result<(), String> {
+    control::send(tx, &ToOrchestrator::Bound(addrs)).await.map_err(|e| e.to_string())?;
+    let peers = match control::recv::<ToNode>(&mut rx).await {
+        Ok(ToNode::Peers(p)) => p,
+        Ok(ToNode::Stop) => return Ok(()),
+        Ok(other) => return Err(format!("expected peers, got {other:?}")),
+        Err(e) => return Err(format!("control channel lost: {e}")),
+    };
+    runtime.connect(&peers).await.map_err(|e| e.to_string())?;
+    runtime.schedule_link_events(0);
+    control::send(tx, &ToOrchestrator::Running).await.map_err(|e| e.to_string())?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    // A reader task, so a half-read message is never dropped by select!.
+    let (msg_tx, mut msgs) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let m = control::recv::<ToNode>(&mut rx).await;
+            let end = m.is_err();
+            if msg_tx.send(m).await.is_err() || end {
+                break;
+            }
+        }
+    });
+    loop {
+        tokio::select! {
+            Some(m) = msgs.recv() => match m {
+                Ok(ToNode::SetLink { link, change }) => runtime.apply(link, change),
+                Ok(ToNode::Capture { link, path, count }) => {
+                    let started = runtime.capture(link, std::path::Path::new(&path), count).map_err(|e| e.to_string())?;
+                    control::send(tx, &ToOrchestrator::CaptureStarted(started)).await.map_err(|e| e.to_string())?;
+                }
+                Ok(ToNode::ReportNow) => {
+                    let r = runtime.report().await;
+                    control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.map_err(|e| e.to_string())?;
+                }
+                Ok(ToNode::Stop) => return Ok(()),
+                Ok(other) => return Err(format!("unexpected message {other:?}")),
+                Err(e) => return Err(format!("control channel lost ({e}); stopping")),
+            },
+            _ = tick.tick() => {
+                let r = runtime.report().await;
+                control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.map_err(|e| format!("control channel lost ({e}); stopping"))?;
+            }
+            _ = sigterm.recv() => return Ok(()),
+            _ = sigint.recv() => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,769 @@
+//! A live real-time fabric (`weft up`, `status`, `link`, `down`,
+//! `capture`): the orchestrator side of DESIGN §7 and §10.
+//!
+//! `weft up` places the fabric's nodes on N local emu-node processes
+//! (automatic placement keeps every host with its ToR and, where it can,
+//! whole leaves in one process), starts them, authenticates each over the
+//! QUIC control channel (pinned fabric certificate + per-fabric token),
+//! hands out the plans and the link addresses, and then serves requests on
+//! a Unix socket in the state directory. The state file there lists every
+//! process and namespace of the fabric, so `weft down` (or the next `weft
+//! up`) removes the leftovers of an orchestrator that was killed.
+//!
+//! Invariants: at most one fabric per state directory; the state file is
+//! written before any process or namespace is created and removed only
+//! after all of them are gone; an emu-node that dies is reported with its
+//! links within 2 s.
+
+use crate::topology::Topology;
+use emu_node::control::{self, ToNode, ToOrchestrator, PROTOCOL_VERSION};
+use emu_node::fabric::{FabricSpec, HostKind};
+use emu_node::ids::LinkId;
+use emu_node::link::{quic, InterProcess, LinkChange};
+use emu_node::runtime::{LinkAddrs, ProcessPlan, ProcessReport};
+use emu_node::tls::FabricIdentity;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Errors of live-fabric commands.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// A fabric is already up in this state directory.
+    #[error("a fabric is already up (orchestrator pid {0}); run `weft down` first")]
+    AlreadyUp(u32),
+    /// No fabric is up.
+    #[error("no fabric is up (no state in {0})")]
+    NotUp(String),
+    /// Needs root.
+    #[error("real-time fabrics with TAP hosts need root (network namespaces, /dev/net/tun)")]
+    NotRoot,
+    /// The kernel lacks soft-RoCE.
+    #[error("host `{0}` is of kind rxe, but this kernel has no rdma_rxe (soft-RoCE) module; use kind = \"tap\", or a kernel with CONFIG_RDMA_RXE")]
+    NoRxe(String),
+    /// The emu-node binary is missing.
+    #[error("cannot find the emu-node binary next to weft ({0}); build it with `cargo build --release`")]
+    NoEmuNode(String),
+    /// A namespace with a host's name exists and is not ours.
+    #[error("network namespace `{0}` exists and does not belong to a weft fabric; remove it or use --netns-prefix")]
+    NetnsTaken(String),
+    /// Placement.
+    #[error("placement: {0}")]
+    Placement(String),
+    /// An emu-node failed during start-up.
+    #[error("emu-node {0} failed: {1}")]
+    Node(u32, String),
+    /// Something else.
+    #[error("{0}")]
+    Other(String),
+    /// I/O.
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LiveError {
+    let w = what.into();
+    move |e| LiveError::Io(w, e)
+}
+
+/// Options of `weft up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// emu-node processes.
+    pub nodes: u32,
+    /// Transport between processes.
+    pub inter: InterProcess,
+    /// Scheduler spin window (µs).
+    pub spin_us: u32,
+    /// Prefix of namespace names.
+    pub netns_prefix: String,
+    /// Use the topology's `[placement]` instead of the automatic one.
+    pub explicit_placement: bool,
+    /// State directory.
+    pub state_dir: PathBuf,
+}
+
+/// The default state directory: `$WEFT_STATE_DIR`, else `/run/weft` as root,
+/// else a per-user directory under the temp dir.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WEFT_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        PathBuf::from("/run/weft")
+    } else {
+        std::env::temp_dir().join(format!("weft-{}", unsafe { libc::geteuid() }))
+    }
+}
+
+/// What `weft up` records for cleanup and for the other commands.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FabricState {
+    /// Topology name.
+    pub topology: String,
+    /// Orchestrator pid.
+    pub orchestrator: u32,
+    /// emu-node pids by process index.
+    pub processes: BTreeMap<u32, u32>,
+    /// Namespaces of the fabric's TAP hosts.
+    pub netns: Vec<String>,
+    /// "running" once every process runs.
+    pub phase: String,
+    /// How to reach the hosts (printed by `weft up`).
+    pub hosts: Vec<String>,
+}
+
+fn state_file(dir: &Path) -> PathBuf {
+    dir.join("fabric.json")
+}
+fn socket_file(dir: &Path) -> PathBuf {
+    dir.join("control.sock")
+}
+
+/// Reads the state file, if any.
+pub fn read_state(dir: &Path) -> Option<FabricState> {
+    std::fs::read_to_string(state_file(dir)).ok().and_then(|s| serde_json::from_str(&s).ok())
+}
+
+fn write_state(dir: &Path, s: &FabricState) -> Result<(), LiveError> {
+    std::fs::create_dir_all(dir).map_err(io(format!("state directory {}", dir.display())))?;
+    let tmp = dir.join("fabric.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(s).unwrap_or_default()).map_err(io("state file"))?;
+    std::fs::rename(&tmp, state_file(dir)).map_err(io("state file"))
+}
+
+/// Whether a process is alive.
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence.
+    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0 && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}
+
+fn kill(pid: u32, sig: i32) {
+    if pid != 0 {
+        // SAFETY: sending a signal has no memory-safety preconditions.
+        unsafe { libc::kill(pid as i32, sig) };
+    }
+}
+
+/// Removes what a dead orchestrator left (processes, namespaces, state).
+/// Returns what it removed; fails if the orchestrator is still alive.
+pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
+    let Some(st) = read_state(dir) else { return Ok(vec![]) };
+    if st.orchestrator != std::process::id() && alive(st.orchestrator) {
+        return Err(LiveError::AlreadyUp(st.orchestrator));
+    }
+    let mut removed = Vec::new();
+    for (&i, &pid) in &st.processes {
+        if alive(pid) && is_emu_node(pid) {
+            kill(pid, libc::SIGKILL);
+            removed.push(format!("emu-node {i} (pid {pid})"));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let existing = emu_node::tap::list_netns();
+    for ns in &st.netns {
+        if existing.contains(ns) {
+            emu_node::tap::delete_netns(ns).map_err(|e| LiveError::Other(e.to_string()))?;
+            removed.push(format!("netns {ns}"));
+        }
+    }
+    let _ = std::fs::remove_file(state_file(dir));
+    let _ = std::fs::remove_file(socket_file(dir));
+    Ok(removed)
+}
+
+fn is_emu_node(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "emu-node")
+}
+
+/// Automatic placement on `n` processes: hosts with their ToR; ToRs (and
+/// their hosts) spread over the first processes, other switches over the
+/// rest when there are processes left, else round-robin.
+pub fn auto_place(f: &mut FabricSpec, n: u32) {
+    let n = n.max(1);
+    let edge: Vec<usize> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && has_host(f, i)).collect();
+    let core: Vec<usize> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && !has_host(f, i)).collect();
+    let edge_procs = if n >= 2 && !core.is_empty() { (n - 1).min(edge.len().max(1) as u32) } else { n };
+    for (k, &i) in edge.iter().enumerate() {
+        f.nodes[i].placement = k as u32 % edge_procs;
+    }
+    let core_procs = n - edge_procs;
+    for (k, &i) in core.iter().enumerate() {
+        f.nodes[i].placement = if core_procs == 0 { k as u32 % n } else { edge_procs + k as u32 % core_procs };
+    }
+    place_hosts_with_tor(f);
+}
+
+fn has_host(f: &FabricSpec, i: usize) -> bool {
+    f.nodes[i].ports.iter().any(|p| f.nodes.get(p.peer.index()).is_some_and(|n| n.as_host().is_some()))
+}
+
+fn place_hosts_with_tor(f: &mut FabricSpec) {
+    for i in 0..f.nodes.len() {
+        if f.nodes[i].as_host().is_some() {
+            if let Some(tor) = f.nodes[i].ports.first().map(|p| p.peer) {
+                f.nodes[i].placement = f.nodes[tor.index()].placement;
+            }
+        }
+    }
+}
+
+/// Requests on the control socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Request {
+    /// Status of nodes and links.
+    Status,
+    /// Change a link.
+    Link {
+        /// Link name.
+        link: String,
+        /// Change.
+        change: LinkChange,
+    },
+    /// Capture a link.
+    Capture {
+        /// Link name.
+        link: String,
+        /// Output path (absolute).
+        path: String,
+        /// Frames.
+        count: u64,
+    },
+    /// Tear the fabric down.
+    Down,
+}
+
+/// Status of one process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessStatus {
+    /// Index.
+    pub process: u32,
+    /// pid.
+    pub pid: u32,
+    /// running | dead.
+    pub state: String,
+    /// Last report.
+    pub report: Option<ProcessReport>,
+}
+
+/// Answer to a request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    /// Success.
+    pub ok: bool,
+    /// Message (error or confirmation).
+    pub message: String,
+    /// Processes (status).
+    pub processes: Vec<ProcessStatus>,
+    /// Link names by id (status).
+    pub links: Vec<String>,
+    /// Events so far (deaths).
+    pub events: Vec<String>,
+}
+
+/// Sends a request to the running orchestrator.
+pub fn request(dir: &Path, req: &Request) -> Result<Response, LiveError> {
+    use std::io::{BufRead, Write};
+    let sock = socket_file(dir);
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|_| {
+        if read_state(dir).is_some() {
+            LiveError::Other(format!("the orchestrator is not answering on {} (killed?); `weft down` cleans up", sock.display()))
+        } else {
+            LiveError::NotUp(dir.display().to_string())
+        }
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(io("control socket"))?;
+    let mut line = serde_json::to_string(req).unwrap_or_default();
+    line.push('\n');
+    s.write_all(line.as_bytes()).map_err(io("control socket"))?;
+    let mut r = std::io::BufReader::new(s);
+    let mut answer = String::new();
+    r.read_line(&mut answer).map_err(io("control socket"))?;
+    serde_json::from_str(&answer).map_err(|e| LiveError::Other(format!("bad answer from the orchestrator: {e}")))
+}
+
+struct NodeConn {
+    pid: u32,
+    tx: tokio::sync::Mutex<quinn::SendStream>,
+    report: Mutex<Option<ProcessReport>>,
+    dead: Mutex<Option<String>>,
+    capture: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<bool>>>,
+}
+
+struct Live {
+    fabric: FabricSpec,
+    nodes: BTreeMap<u32, Arc<NodeConn>>,
+    events: Mutex<Vec<String>>,
+    dir: PathBuf,
+}
+
+/// What `weft up` prints once the fabric runs.
+pub fn describe_hosts(f: &FabricSpec, prefix: &str) -> Vec<String> {
+    f.nodes
+        .iter()
+        .filter_map(|n| n.as_host().map(|h| (n, h)))
+        .map(|(n, h)| match h.kind {
+            HostKind::Synthetic => format!("{:<8} {:<15} synthetic (emu-node {})", n.name, h.ip.to_string(), n.placement),
+            _ => format!("{:<8} {:<15} ip netns exec {}{} <command>", n.name, h.ip.to_string(), prefix, n.name),
+        })
+        .collect()
+}
+
+/// Checks that `weft up` can work here, before anything is created.
+pub fn preflight(topo: &Topology, opts: &UpOptions) -> Result<PathBuf, LiveError> {
+    let f = &topo.fabric;
+    let taps: Vec<_> = f.nodes.iter().filter(|n| n.as_host().is_some_and(|h| h.kind != HostKind::Synthetic)).collect();
+    if let Some(n) = taps.iter().find(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Rxe)) {
+        if !emu_node::tap::kernel_has_rxe() {
+            return Err(LiveError::NoRxe(n.name.clone()));
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if !taps.is_empty() && unsafe { libc::geteuid() } != 0 {
+        return Err(LiveError::NotRoot);
+    }
+    let exe = std::env::current_exe().map_err(io("current executable"))?;
+    let emu = exe.with_file_name("emu-node");
+    if !emu.exists() {
+        return Err(LiveError::NoEmuNode(emu.display().to_string()));
+    }
+    let removed = remove_leftovers(&opts.state_dir)?;
+    for r in removed {
+        eprintln!("removed leftover of a killed fabric: {r}");
+    }
+    let existing = emu_node::tap::list_netns();
+    for n in &taps {
+        let ns = format!("{}{}", opts.netns_prefix, n.name);
+        if existing.contains(&ns) {
+            return Err(LiveError::NetnsTaken(ns));
+        }
+    }
+    Ok(emu)
+}
+
+/// Brings the fabric up and serves until `weft down`, Ctrl-C or SIGTERM.
+/// `ready` is called with the host lines once everything runs.
+pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])) -> Result<(), LiveError> {
+    let emu = preflight(topo, opts)?;
+    let mut fabric = topo.fabric.clone();
+    if !opts.explicit_placement {
+        auto_place(&mut fabric, opts.nodes);
+    } else {
+        place_hosts_with_tor(&mut fabric);
+    }
+    let procs = fabric.nodes.iter().map(|n| n.placement).max().unwrap_or(0) + 1;
+    let dir = opts.state_dir.clone();
+    let netns: Vec<String> = fabric
+        .nodes
+        .iter()
+        .filter(|n| n.as_host().is_some_and(|h| h.kind != HostKind::Synthetic))
+        .map(|n| format!("{}{}", opts.netns_prefix, n.name))
+        .collect();
+    let mut state = FabricState {
+        topology: fabric.name.clone(),
+        orchestrator: std::process::id(),
+        processes: BTreeMap::new(),
+        netns: netns.clone(),
+        phase: "starting".into(),
+        hosts: describe_hosts(&fabric, &opts.netns_prefix),
+    };
+    write_state(&dir, &state)?;
+    let result = run_fabric(&emu, fabric, opts, procs, &mut state, ready).await;
+    // Teardown whatever happened.
+    let _ = remove_leftovers_of(&state);
+    let _ = std::fs::remove_file(state_file(&dir));
+    let _ = std::fs::remove_file(socket_file(&dir));
+    result
+}
+
+fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
+    for &pid in st.processes.values() {
+        if alive(pid) {
+            kill(pid, libc::SIGKILL);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let existing = emu_node::tap::list_netns();
+    for ns in &st.netns {
+        if existing.contains(ns) {
+            emu_node::tap::delete_netns(ns).map_err(|e| LiveError::Other(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_fabric(
+    emu: &Path,
+    fabric: FabricSpec,
+    opts: &UpOptions,
+    procs: u32,
+    state: &mut FabricState,
+    ready: impl FnOnce(&[String]),
+) -> Result<(), LiveError> {
+    let dir = opts.state_dir.clone();
+    let identity = FabricIdentity::generate().map_err(|e| LiveError::Other(e.to_string()))?;
+    let token: String = {
+        use rand::Rng;
+        let mut r = rand::rng();
+        (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect()
+    };
+    let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
+    let server = identity.quic_server(quic::control_transport()).map_err(|e| LiveError::Other(e.to_string()))?;
+    let ep = quinn::Endpoint::server(server, "127.0.0.1:0".parse().map_err(|_| LiveError::Other("address".into()))?)
+        .map_err(io("control endpoint"))?;
+    let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
+    let mut children = Vec::new();
+    for p in 0..procs {
+        let log = std::fs::File::create(dir.join(format!("emu-node-{p}.log"))).map_err(io("emu-node log"))?;
+        let log2 = log.try_clone().map_err(io("emu-node log"))?;
+        let child = tokio::process::Command::new(emu)
+            .args(["--control", &ctl_addr.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])
+            .env("WEFT_TOKEN", &token)
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(io(format!("starting {}", emu.display())))?;
+        state.processes.insert(p, child.id().unwrap_or(0));
+        children.push(child);
+    }
+    write_state(&dir, state)?;
+    // Accept and authenticate.
+    let epoch = emu_node::clock::monotonic_ns();
+    let mut conns: BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while conns.len() < procs as usize {
+        let inc = tokio::select! {
+            i = ep.accept() => i,
+            _ = tokio::time::sleep_until(deadline) => None,
+        };
+        let Some(inc) = inc else {
+            let logs = tail_logs(&dir, procs);
+            return Err(LiveError::Other(format!("emu-nodes did not all connect within 20 s{logs}")));
+        };
+        let Ok(conn) = inc.await else { continue };
+        let Ok((mut tx, mut rx)) = conn.accept_bi().await else { continue };
+        match control::recv::<ToOrchestrator>(&mut rx).await {
+            Ok(ToOrchestrator::Hello { token: t, process, version, .. })
+                if t == token && version == PROTOCOL_VERSION && process < procs =>
+            {
+                let plan = ProcessPlan {
+                    process,
+                    fabric: fabric.clone(),
+                    epoch,
+                    fabric_tag,
+                    inter: opts.inter,
+                    spin_us: opts.spin_us,
+                    tap_queue_ns: 1_000_000,
+                    netns_prefix: opts.netns_prefix.clone(),
+                    identity: identity.clone(),
+                };
+                control::send(&mut tx, &ToNode::Plan(Box::new(plan))).await.map_err(|e| LiveError::Other(e.to_string()))?;
+                conns.insert(process, (conn, tx, rx));
+            }
+            _ => {
+                let _ = control::send(&mut tx, &ToNode::Refused("bad token or protocol version".into())).await;
+                let _ = tx.finish();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                conn.close(1u32.into(), b"refused");
+            }
+        }
+    }
+    let mut addrs = Vec::new();
+    for (&p, (_, _, rx)) in conns.iter_mut() {
+        match control::recv::<ToOrchestrator>(rx).await {
+            Ok(ToOrchestrator::Bound(a)) => addrs.push(a),
+            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
+            Err(e) => return Err(LiveError::Node(p, format!("{e}{}", tail_logs(&dir, procs)))),
+        }
+    }
+    for (_, tx, _) in conns.values_mut() {
+        control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
+    }
+    for (&p, (_, _, rx)) in conns.iter_mut() {
+        match control::recv::<ToOrchestrator>(rx).await {
+            Ok(ToOrchestrator::Running) => {}
+            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
+            Err(e) => return Err(LiveError::Node(p, e.to_string())),
+        }
+    }
+    let _ = addrs_sorted(&mut addrs);
+    // Serve.
+    let mut nodes = BTreeMap::new();
+    let mut readers = Vec::new();
+    for (p, (conn, tx, rx)) in conns {
+        let nc = Arc::new(NodeConn {
+            pid: state.processes.get(&p).copied().unwrap_or(0),
+            tx: tokio::sync::Mutex::new(tx),
+            report: Mutex::new(None),
+            dead: Mutex::new(None),
+            capture: tokio::sync::Mutex::new(None),
+        });
+        nodes.insert(p, nc.clone());
+        readers.push((p, conn, rx, nc));
+    }
+    let live = Arc::new(Live { fabric, nodes, events: Mutex::new(Vec::new()), dir: dir.clone() });
+    let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    for (p, conn, mut rx, nc) in readers {
+        let dead_tx = dead_tx.clone();
+        tokio::spawn(async move {
+            loop {
+                match control::recv::<ToOrchestrator>(&mut rx).await {
+                    Ok(ToOrchestrator::Report(r)) => {
+                        if let Ok(mut g) = nc.report.lock() {
+                            *g = Some(*r);
+                        }
+                    }
+                    Ok(ToOrchestrator::CaptureStarted(b)) => {
+                        if let Some(s) = nc.capture.lock().await.take() {
+                            let _ = s.send(b);
+                        }
+                    }
+                    Ok(ToOrchestrator::Failed(e)) => {
+                        if let Ok(mut d) = nc.dead.lock() {
+                            *d = Some(e);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            drop(conn);
+            let _ = dead_tx.send(p);
+        });
+    }
+    // Child exit watcher (faster than the QUIC idle timeout).
+    {
+        let dead_tx = dead_tx.clone();
+        tokio::spawn(async move {
+            let mut kids: Vec<(u32, tokio::process::Child)> = children.into_iter().enumerate().map(|(i, c)| (i as u32, c)).collect();
+            loop {
+                kids.retain_mut(|(p, c)| match c.try_wait() {
+                    Ok(Some(_)) => {
+                        let _ = dead_tx.send(*p);
+                        false
+                    }
+                    _ => true,
+                });
+                if kids.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+    }
+    let sock = socket_file(&dir);
+    let _ = std::fs::remove_file(&sock);
+    let listener = tokio::net::UnixListener::bind(&sock).map_err(io(format!("control socket {}", sock.display())))?;
+    state.phase = "running".into();
+    write_state(&dir, state)?;
+    ready(&state.hosts);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
+    let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+    let mut reported_dead = std::collections::BTreeSet::new();
+    let mut down_ack = None;
+    loop {
+        tokio::select! {
+            a = listener.accept() => {
+                if let Ok((s, _)) = a {
+                    let live = live.clone();
+                    let down_tx = down_tx.clone();
+                    tokio::spawn(async move { let _ = serve_client(s, live, down_tx).await; });
+                }
+            }
+            Some(p) = dead_rx.recv() => {
+                if reported_dead.insert(p) {
+                    let msg = death_message(&live, p);
+                    eprintln!("weft: {msg}");
+                    if let Ok(mut ev) = live.events.lock() { ev.push(msg.clone()); }
+                    if let Some(n) = live.nodes.get(&p) { if let Ok(mut d) = n.dead.lock() { d.get_or_insert(msg); } }
+                }
+            }
+            Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+        }
+    }
+    // Orderly stop: ask every node, give them 3 s, then kill.
+    for n in live.nodes.values() {
+        let mut tx = n.tx.lock().await;
+        let _ = control::send(&mut tx, &ToNode::Stop).await;
+    }
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < until && live.nodes.values().any(|n| alive(n.pid)) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = remove_leftovers_of(state);
+    let _ = std::fs::remove_file(state_file(&live.dir));
+    let _ = std::fs::remove_file(&sock);
+    ep.close(0u32.into(), b"down");
+    if let Some(a) = down_ack {
+        let _ = a.send(());
+    }
+    Ok(())
+}
+
+fn addrs_sorted(a: &mut [LinkAddrs]) -> usize {
+    a.sort_by_key(|x| x.process);
+    a.len()
+}
+
+fn tail_logs(dir: &Path, procs: u32) -> String {
+    let mut s = String::new();
+    for p in 0..procs {
+        if let Ok(t) = std::fs::read_to_string(dir.join(format!("emu-node-{p}.log"))) {
+            let t = t.trim();
+            if !t.is_empty() {
+                s.push_str(&format!("\n  emu-node {p}: {}", t.lines().last().unwrap_or("")));
+            }
+        }
+    }
+    s
+}
+
+fn death_message(live: &Live, p: u32) -> String {
+    let f = &live.fabric;
+    let on = |n: emu_node::ids::NodeId| f.nodes[n.index()].placement == p;
+    let links: Vec<&str> = f.links.iter().filter(|l| on(l.a.0) != on(l.b.0)).map(|l| l.name.as_str()).collect();
+    let nodes: Vec<&str> = f.nodes.iter().filter(|n| n.placement == p && n.as_switch().is_some()).map(|n| n.name.as_str()).collect();
+    let pid = live.nodes.get(&p).map_or(0, |n| n.pid);
+    format!(
+        "emu-node {p} (pid {pid}) died: switches {} are gone; links to other processes down: {}",
+        nodes.join(", "),
+        if links.is_empty() { "none".to_string() } else { links.join(", ") }
+    )
+}
+
+async fn serve_client(
+    s: tokio::net::UnixStream,
+    live: Arc<Live>,
+    down: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
+) -> std::io::Result<()> {
+    let (r, mut w) = s.into_split();
+    let mut lines = BufReader::new(r).lines();
+    while let Some(line) = lines.next_line().await? {
+        let resp = match serde_json::from_str::<Request>(&line) {
+            Err(e) => fail(format!("bad request: {e}")),
+            Ok(Request::Down) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let _ = down.send(tx);
+                let _ = rx.await;
+                ok("fabric is down".into())
+            }
+            Ok(req) => handle(&live, req).await,
+        };
+        let mut out = serde_json::to_string(&resp).unwrap_or_default();
+        out.push('\n');
+        w.write_all(out.as_bytes()).await?;
+    }
+    Ok(())
+}
+
+fn ok(message: String) -> Response {
+    Response { ok: true, message, processes: vec![], links: vec![], events: vec![] }
+}
+fn fail(message: String) -> Response {
+    Response { ok: false, message, processes: vec![], links: vec![], events: vec![] }
+}
+
+fn link_by_name(f: &FabricSpec, name: &str) -> Option<LinkId> {
+    f.links.iter().position(|l| l.name == name || reversed(&l.name) == name).map(|i| LinkId(i as u32))
+}
+
+fn reversed(name: &str) -> String {
+    match name.split_once('-') {
+        Some((a, b)) => format!("{b}-{a}"),
+        None => name.to_string(),
+    }
+}
+
+async fn handle(live: &Live, req: Request) -> Response {
+    let f = &live.fabric;
+    match req {
+        Request::Status => {
+            let processes = live
+                .nodes
+                .iter()
+                .map(|(&p, n)| {
+                    let dead = n.dead.lock().ok().and_then(|d| d.clone());
+                    ProcessStatus {
+                        process: p,
+                        pid: n.pid,
+                        state: if dead.is_some() || !alive(n.pid) { "dead".into() } else { "running".into() },
+                        report: n.report.lock().ok().and_then(|r| r.clone()),
+                    }
+                })
+                .collect();
+            Response {
+                ok: true,
+                message: String::new(),
+                processes,
+                links: f.links.iter().map(|l| l.name.clone()).collect(),
+                events: live.events.lock().map(|e| e.clone()).unwrap_or_default(),
+            }
+        }
+        Request::Link { link, change } => {
+            let Some(id) = link_by_name(f, &link) else {
+                return fail(format!("no link `{link}` (see `weft status` for the names)"));
+            };
+            let l = &f.links[id.index()];
+            let procs: std::collections::BTreeSet<u32> = [l.a.0, l.b.0].iter().map(|n| f.nodes[n.index()].placement).collect();
+            for p in procs {
+                if let Some(n) = live.nodes.get(&p) {
+                    let mut tx = n.tx.lock().await;
+                    if let Err(e) = control::send(&mut tx, &ToNode::SetLink { link: id, change }).await {
+                        return fail(format!("emu-node {p}: {e}"));
+                    }
+                }
+            }
+            ok(format!("{}: {}", l.name, describe_change(change)))
+        }
+        Request::Capture { link, path, count } => {
+            let Some(id) = link_by_name(f, &link) else {
+                return fail(format!("no link `{link}` (see `weft status` for the names)"));
+            };
+            let l = &f.links[id.index()];
+            let procs: Vec<u32> = [l.a.0, l.b.0].iter().map(|n| f.nodes[n.index()].placement).collect();
+            for p in procs {
+                let Some(n) = live.nodes.get(&p) else { continue };
+                let (tx_done, rx_done) = tokio::sync::oneshot::channel();
+                *n.capture.lock().await = Some(tx_done);
+                {
+                    let mut tx = n.tx.lock().await;
+                    if let Err(e) = control::send(&mut tx, &ToNode::Capture { link: id, path: path.clone(), count }).await {
+                        return fail(format!("emu-node {p}: {e}"));
+                    }
+                }
+                if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_secs(5), rx_done).await {
+                    return ok(format!("capturing {count} frames of {} into {path}", l.name));
+                }
+            }
+            fail(format!("no emu-node could capture {}", l.name))
+        }
+        Request::Down => ok(String::new()),
+    }
+}
+
+/// Human form of a link change.
+pub fn describe_change(c: LinkChange) -> String {
+    match c {
+        LinkChange::Down => "down".into(),
+        LinkChange::Up => "up".into(),
+        LinkChange::Rate(r) => format!("rate {r}"),
+        LinkChange::Delay(d) => format!("delay {}", emu_node::time::format_duration(d)),
+    }
+}

@@ -1,0 +1,262 @@
+//! Argument handling and printing of the live-fabric commands (`weft up`,
+//! `status`, `link`, `down`, `capture`); the work is in
+//! `emu_orchestrator::live`.
+
+use anyhow::{bail, Context, Result};
+use emu_node::link::{InterProcess, LinkChange};
+use emu_orchestrator::live::{self, Request, UpOptions};
+use emu_orchestrator::topology::Topology;
+use emu_orchestrator::units::{parse_duration, parse_rate};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    /// Topology file or shipped name (e.g. leaf-spine-2x4-rt).
+    pub topology: String,
+    /// Number of local emu-node processes.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// Use the topology's [placement] table instead of the automatic placement.
+    #[arg(long)]
+    pub placement: Option<PathBuf>,
+    /// Transport between emu-node processes: quic or udp.
+    #[arg(long, default_value = "quic")]
+    pub links: String,
+    /// Scheme for every switch (default: as in the topology).
+    #[arg(long)]
+    pub scheme: Option<String>,
+    /// Microseconds before a deadline the timing thread stops sleeping and spins.
+    #[arg(long, default_value_t = 20)]
+    pub spin_us: u32,
+    /// Prefix of the network namespace names (default: the host names themselves).
+    #[arg(long, default_value = "")]
+    pub netns_prefix: String,
+    /// Return once the fabric runs, leaving the orchestrator in the background.
+    #[arg(long)]
+    pub detach: bool,
+}
+
+#[derive(clap::Args)]
+pub struct LinkArgs {
+    /// Link name, as in `weft status` (e.g. leaf0-spine1; either order).
+    pub link: String,
+    /// down | up | rate <RATE> | delay <DELAY>
+    #[arg(num_args = 1..=2, required = true)]
+    pub change: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct CaptureArgs {
+    /// Link name (either order of the ends).
+    pub link: String,
+    /// Output pcap file.
+    #[arg(long)]
+    pub pcap: PathBuf,
+    /// Frames to capture (both directions).
+    #[arg(long, default_value_t = 1000)]
+    pub count: u64,
+    /// Wait until the capture is complete or this long (e.g. 5s).
+    #[arg(long, default_value = "0s")]
+    pub wait: String,
+}
+
+pub fn up(a: UpArgs) -> Result<()> {
+    let mut topo = Topology::load(&a.topology)?;
+    if let Some(p) = &a.placement {
+        let text = std::fs::read_to_string(p).with_context(|| format!("cannot read placement file {}", p.display()))?;
+        topo.apply_placement(&p.display().to_string(), &text)?;
+    }
+    if let Some(s) = &a.scheme {
+        emu_node::schemes::build(s, &Default::default())?;
+        for n in &mut topo.fabric.nodes {
+            if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
+                sw.scheme = s.clone();
+            }
+        }
+    }
+    let inter: InterProcess = a.links.parse().map_err(anyhow::Error::msg)?;
+    let opts = UpOptions {
+        nodes: a.nodes.max(1),
+        inter,
+        spin_us: a.spin_us,
+        netns_prefix: a.netns_prefix.clone(),
+        explicit_placement: topo.placed,
+        state_dir: live::default_state_dir(),
+    };
+    if a.detach {
+        return detach(&opts);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let name = topo.fabric.name.clone();
+    rt.block_on(live::up(&topo, &opts, |hosts| {
+        println!("fabric {name} is up on {} emu-node process(es), {} links between processes", opts.nodes, inter);
+        println!("hosts:");
+        for h in hosts {
+            println!("  {h}");
+        }
+        println!("`weft status` shows nodes, links and lag; `weft down` (or Ctrl-C) stops it.");
+    }))?;
+    println!("fabric {name} is down");
+    Ok(())
+}
+
+fn detach(opts: &UpOptions) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--detach").collect();
+    std::fs::create_dir_all(&opts.state_dir).with_context(|| format!("state directory {}", opts.state_dir.display()))?;
+    let log_path = opts.state_dir.join("weft-up.log");
+    let log = std::fs::File::create(&log_path)?;
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("cannot start the background orchestrator")?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(st) = live::read_state(&opts.state_dir) {
+            if st.phase == "running" && st.orchestrator == child.id() {
+                print!("{}", std::fs::read_to_string(&log_path).unwrap_or_default());
+                println!("(orchestrator pid {} in the background; log {})", child.id(), log_path.display());
+                return Ok(());
+            }
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("the fabric did not come up ({status}):\n{}", std::fs::read_to_string(&log_path).unwrap_or_default().trim());
+        }
+        if std::time::Instant::now() > until {
+            bail!("the fabric did not come up within 60 s; see {}", log_path.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+pub fn status(json: bool) -> Result<()> {
+    let dir = live::default_state_dir();
+    let r = live::request(&dir, &Request::Status)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    let st = live::read_state(&dir);
+    println!(
+        "fabric {} (orchestrator pid {})",
+        st.as_ref().map_or("?", |s| s.topology.as_str()),
+        st.as_ref().map_or(0, |s| s.orchestrator)
+    );
+    println!(
+        "{:<8} {:>7} {:<8} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "process", "pid", "state", "actors", "lag p50", "lag p99", "lag max", "tx lost", "tx reord"
+    );
+    for p in &r.processes {
+        let (n, p50, p99, max, lost, reord) = p.report.as_ref().map_or((0, 0, 0, 0, 0, 0), |rep| {
+            let l = |f: fn(&emu_node::lag::LagSummary) -> u64| rep.actors.iter().map(|a| f(&a.lag)).max().unwrap_or(0);
+            (
+                rep.actors.len(),
+                l(|s| s.p50_ns),
+                l(|s| s.p99_ns),
+                l(|s| s.max_ns),
+                rep.transport.iter().map(|t| t.seq.lost).sum::<u64>(),
+                rep.transport.iter().map(|t| t.seq.reordered).sum::<u64>(),
+            )
+        });
+        let us = |ns: u64| format!("{:.1}us", ns as f64 / 1000.0);
+        println!(
+            "{:<8} {:>7} {:<8} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            p.process,
+            p.pid,
+            p.state,
+            n,
+            us(p50),
+            us(p99),
+            us(max),
+            lost,
+            reord
+        );
+    }
+    println!("actors (lag = how late deadlines are handled):");
+    for p in &r.processes {
+        for a in p.report.iter().flat_map(|r| &r.actors) {
+            println!(
+                "  {:<10} p50 {:>7.1}us p99 {:>7.1}us max {:>8.1}us  rx {:>9} tx {:>9} link-down drops {}",
+                a.name,
+                a.lag.p50_ns as f64 / 1e3,
+                a.lag.p99_ns as f64 / 1e3,
+                a.lag.max_ns as f64 / 1e3,
+                a.rx_frames,
+                a.tx_frames,
+                a.link_down_drops
+            );
+        }
+        for (name, rx, qd, ld) in p.report.iter().flat_map(|r| &r.taps) {
+            println!("  {name:<10} TAP host: {rx} frames sent into the fabric, {qd} NIC-queue drops, {ld} link-down drops");
+        }
+    }
+    println!("links: {}", r.links.join(" "));
+    for e in &r.events {
+        println!("event: {e}");
+    }
+    Ok(())
+}
+
+pub fn link(a: LinkArgs) -> Result<()> {
+    let change = match (a.change[0].as_str(), a.change.get(1)) {
+        ("down", None) => LinkChange::Down,
+        ("up", None) => LinkChange::Up,
+        ("rate", Some(r)) => LinkChange::Rate(parse_rate(r)?),
+        ("delay", Some(d)) => LinkChange::Delay(parse_duration(d)?),
+        _ => bail!("expected `down`, `up`, `rate <RATE>` or `delay <DELAY>`, got `{}`", a.change.join(" ")),
+    };
+    let r = live::request(&live::default_state_dir(), &Request::Link { link: a.link, change })?;
+    if !r.ok {
+        bail!("{}", r.message);
+    }
+    println!("{}", r.message);
+    Ok(())
+}
+
+pub fn down() -> Result<()> {
+    let dir = live::default_state_dir();
+    match live::request(&dir, &Request::Down) {
+        Ok(r) => {
+            println!("{}", r.message);
+            Ok(())
+        }
+        Err(live::LiveError::NotUp(_)) => {
+            println!("no fabric is up");
+            Ok(())
+        }
+        Err(_) => {
+            let removed = live::remove_leftovers(&dir)?;
+            if removed.is_empty() {
+                println!("no fabric is up; nothing left to remove");
+            }
+            for r in removed {
+                println!("removed leftover {r}");
+            }
+            Ok(())
+        }
+    }
+}
+
+pub fn capture(a: CaptureArgs) -> Result<()> {
+    let path = std::path::absolute(&a.pcap)?;
+    let r =
+        live::request(&live::default_state_dir(), &Request::Capture { link: a.link, path: path.display().to_string(), count: a.count })?;
+    if !r.ok {
+        bail!("{}", r.message);
+    }
+    println!("{}", r.message);
+    let wait = parse_duration(&a.wait)?;
+    if wait > 0 {
+        // The capture writes the pcap header at once; wait for the frames.
+        let until = std::time::Instant::now() + std::time::Duration::from_nanos(wait);
+        let want = 24 + a.count * 16;
+        while std::time::Instant::now() < until && std::fs::metadata(&path).map_or(0, |m| m.len()) < want {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
