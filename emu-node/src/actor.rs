@@ -40,8 +40,8 @@ pub enum Egress {
         /// Its port.
         port: PortId,
     },
-    /// A host's TAP device in this process.
-    Tap(Arc<tokio_tun::Tun>),
+    /// A host's TAP device in this process, written by the process's writer thread.
+    Tap(Arc<tokio_tun::Tun>, crate::tap::TapWriter),
     /// Another emu-node process.
     Remote(RemoteSender),
 }
@@ -166,6 +166,8 @@ pub struct ActorReport {
     pub link_down_drops: u64,
     /// Frames the transport could not send.
     pub send_errors: u64,
+    /// Whether the state machine has no pending deadline.
+    pub idle: bool,
 }
 
 /// The actor.
@@ -250,15 +252,10 @@ impl NodeActorState {
                     );
                 }
             }
-            Egress::Tap(tap) => {
-                let tap = tap.clone();
+            Egress::Tap(tap, writer) => {
+                let (tap, writer) = (tap.clone(), writer.clone());
                 let frame = t.frame;
-                self.sched.at(
-                    due,
-                    Box::new(move |_| {
-                        let _ = tap.try_send(&frame);
-                    }),
-                );
+                self.sched.at(due, Box::new(move |_| writer.write(&tap, frame)));
             }
             Egress::Remote(r) => {
                 let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due };
@@ -347,6 +344,7 @@ impl Actor for NodeActor {
             NodeMsg::Report(reply) => {
                 st.report.lag = st.lag.summary();
                 st.report.name = st.name.clone();
+                st.report.idle = st.node.as_ref().is_none_or(|n| n.poll_timeout().is_none());
                 let _ = reply.send(st.report.clone());
                 return Ok(());
             }

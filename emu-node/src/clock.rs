@@ -8,23 +8,29 @@
 //! place in emu-node that reads a clock; sans-IO state machines get `now`
 //! from their driver.
 //!
-//! [`DeadlineScheduler`] is one thread per process that runs closures at
-//! deadlines with µs precision without burning a core: tokio's timer wheel
-//! has a 1 ms granularity, and a thread spinning per port would starve the
-//! very traffic it paces on a 2-core machine. The thread sleeps (futex with
-//! 1 ns timer slack) until `spin` before the earliest deadline, then spins
-//! (`spin_loop`) for the rest. Deadlines already due run at once, in
-//! deadline order, ties in submission order. Invariants: a closure never
-//! runs before its deadline; submitting never blocks.
+//! [`DeadlineScheduler`] runs closures at deadlines with µs precision
+//! without burning a core: tokio's timer wheel has a 1 ms granularity, and
+//! a thread spinning per port would starve the very traffic it paces on a
+//! 2-core machine. It is one tokio task per process, on the same
+//! single-threaded runtime as the process's actors and I/O, so a due frame
+//! reaches its actor without any cross-thread wake-up. Until `spin` before
+//! the earliest deadline the task sleeps on a `timerfd` armed with the
+//! absolute deadline (ns resolution, woken through the runtime's epoll);
+//! for the last `spin` it yields in a loop, which lets the actors and I/O
+//! run while it waits. Deadlines already due run at once, in deadline
+//! order, ties in submission order. Invariants: a closure never runs before
+//! its deadline; submitting never blocks.
 
 use crate::time::Nanos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle, Thread};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::Notify;
 
 /// Nanoseconds of `CLOCK_MONOTONIC` (shared by all processes of a machine).
 pub fn monotonic_ns() -> u64 {
@@ -59,7 +65,7 @@ impl FabricClock {
     }
 }
 
-/// Work that runs at a deadline, on the scheduler thread (keep it short:
+/// Work that runs at a deadline, on the runtime thread (keep it short:
 /// cast a message, write a frame).
 pub type Deferred = Box<dyn FnOnce(Nanos) + Send>;
 
@@ -86,29 +92,30 @@ impl Ord for Entry {
     }
 }
 
-/// Counters of the scheduler thread.
+/// Counters of the scheduler.
 #[derive(Debug, Default)]
-pub struct SchedulerStats {
-    /// Closures run.
-    pub fired: AtomicU64,
-    /// Nanoseconds spent spinning.
-    pub spin_ns: AtomicU64,
-    /// Times the thread went to sleep.
-    pub sleeps: AtomicU64,
+struct Stats {
+    fired: AtomicU64,
+    spin_ns: AtomicU64,
+    sleeps: AtomicU64,
+}
+
+struct Queue {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// Deadline the driver sleeps toward (`u64::MAX`: none / idle).
+    sleeping_until: u64,
 }
 
 struct Shared {
-    /// Deadline the thread sleeps toward (`u64::MAX` while awake/idle-forever).
-    sleeping_until: AtomicU64,
-    stop: AtomicBool,
-    stats: SchedulerStats,
+    queue: Mutex<Queue>,
+    wake: Notify,
+    stats: Stats,
 }
 
-/// A handle to submit deadlines to the process's scheduler thread.
+/// A handle to submit deadlines to the process's scheduler.
 #[derive(Clone)]
 pub struct DeadlineScheduler {
-    tx: Sender<Entry>,
-    thread: Thread,
     shared: Arc<Shared>,
     clock: FabricClock,
 }
@@ -119,24 +126,26 @@ impl std::fmt::Debug for DeadlineScheduler {
     }
 }
 
-/// Owns the scheduler thread; dropping it stops the thread.
-pub struct SchedulerThread {
-    handle: Option<JoinHandle<()>>,
+/// Owns the scheduler task; dropping it stops the task.
+pub struct SchedulerTask {
+    task: tokio::task::JoinHandle<()>,
     scheduler: DeadlineScheduler,
 }
 
-impl SchedulerThread {
-    /// Starts the thread. `spin` is how long before a deadline the thread
-    /// stops sleeping and spins (0: never spin; precision is then the
-    /// kernel's wake-up latency).
+impl SchedulerTask {
+    /// Starts the scheduler on the current tokio runtime. `spin` is how long
+    /// before a deadline it stops sleeping and yields in a loop (0: never;
+    /// precision is then the kernel's wake-up latency).
     pub fn start(clock: FabricClock, spin: Duration) -> std::io::Result<Self> {
-        let (tx, rx) = channel::<Entry>();
-        let shared = Arc::new(Shared { sleeping_until: AtomicU64::new(u64::MAX), stop: AtomicBool::new(false), stats: Default::default() });
-        let sh = shared.clone();
-        let spin_ns = spin.as_nanos() as u64;
-        let handle = thread::Builder::new().name("weft-deadlines".into()).spawn(move || run(clock, rx, sh, spin_ns))?;
-        let scheduler = DeadlineScheduler { tx, thread: handle.thread().clone(), shared, clock };
-        Ok(SchedulerThread { handle: Some(handle), scheduler })
+        let timer = TimerFd::new()?;
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue { heap: BinaryHeap::new(), seq: 0, sleeping_until: u64::MAX }),
+            wake: Notify::new(),
+            stats: Stats::default(),
+        });
+        let scheduler = DeadlineScheduler { shared: shared.clone(), clock };
+        let task = tokio::spawn(drive(clock, shared, timer, spin.as_nanos() as u64));
+        Ok(SchedulerTask { task, scheduler })
     }
     /// A handle for submitting deadlines.
     pub fn scheduler(&self) -> DeadlineScheduler {
@@ -144,13 +153,9 @@ impl SchedulerThread {
     }
 }
 
-impl Drop for SchedulerThread {
+impl Drop for SchedulerTask {
     fn drop(&mut self) {
-        self.scheduler.shared.stop.store(true, Ordering::SeqCst);
-        self.scheduler.thread.unpark();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        self.task.abort();
     }
 }
 
@@ -163,82 +168,132 @@ impl DeadlineScheduler {
     pub fn now(&self) -> Nanos {
         self.clock.now()
     }
-    /// Thread counters.
+    /// Deadlines run, ns spent spinning, sleeps.
     pub fn stats(&self) -> (u64, u64, u64) {
         let s = &self.shared.stats;
         (s.fired.load(Ordering::Relaxed), s.spin_ns.load(Ordering::Relaxed), s.sleeps.load(Ordering::Relaxed))
     }
-    /// Runs `work(now)` on the scheduler thread at `at` (fabric time), or as
-    /// soon as possible if `at` has passed.
+    /// Deadlines waiting to run.
+    pub fn pending(&self) -> usize {
+        self.shared.queue.lock().map_or(0, |q| q.heap.len())
+    }
+    /// Runs `work(now)` at `at` (fabric time), or as soon as possible if
+    /// `at` has passed.
     pub fn at(&self, at: Nanos, work: Deferred) {
-        // seq is assigned by the thread (submission order = channel order).
-        if self.tx.send(Entry { at, seq: 0, work }).is_ok() && at < self.shared.sleeping_until.load(Ordering::SeqCst) {
-            self.thread.unpark();
+        let wake = {
+            let Ok(mut q) = self.shared.queue.lock() else { return };
+            q.seq += 1;
+            let seq = q.seq;
+            q.heap.push(Reverse(Entry { at, seq, work }));
+            if at < q.sleeping_until {
+                q.sleeping_until = 0;
+                true
+            } else {
+                false
+            }
+        };
+        if wake {
+            self.shared.wake.notify_one();
         }
     }
 }
 
-fn set_timer_slack_1ns() {
-    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+/// A non-blocking `timerfd` on `CLOCK_MONOTONIC`.
+struct TimerFd(AsyncFd<OwnedFd>);
+
+impl TimerFd {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: timerfd_create has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a freshly created descriptor we own.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: the OwnedFd moves into the AsyncFd, which deregisters it before closing it.
+        let afd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }.map_err(|e| e.into_parts().1)?;
+        Ok(TimerFd(afd))
+    }
+    /// Arms the timer for absolute monotonic time `at_mono` (ns).
+    fn arm(&self, at_mono: u64) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: (at_mono / 1_000_000_000) as i64, tv_nsec: (at_mono % 1_000_000_000) as i64 },
+        };
+        // SAFETY: valid fd and itimerspec; a null old-value pointer is allowed.
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    }
+    async fn wait(&self) {
+        if let Ok(mut g) = self.0.readable().await {
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes into a valid buffer from our fd.
+            let n = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            if n < 0 {
+                g.clear_ready();
+            }
+        }
     }
 }
 
-fn run(clock: FabricClock, rx: Receiver<Entry>, shared: Arc<Shared>, spin_ns: u64) {
-    set_timer_slack_1ns();
-    let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
-    let mut seq = 0u64;
+async fn drive(clock: FabricClock, shared: Arc<Shared>, timer: TimerFd, spin_ns: u64) {
     let mut spinning_since: Option<u64> = None;
     loop {
-        while let Ok(mut e) = rx.try_recv() {
-            seq += 1;
-            e.seq = seq;
-            heap.push(Reverse(e));
-        }
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
-        }
         let now = clock.now();
-        let next = heap.peek().map(|Reverse(e)| e.at);
-        match next {
-            Some(at) if at <= now => {
-                if let Some(s) = spinning_since.take() {
-                    shared.stats.spin_ns.fetch_add(now.saturating_sub(s), Ordering::Relaxed);
+        // Run everything due.
+        let mut ran = false;
+        loop {
+            let e = {
+                let Ok(mut q) = shared.queue.lock() else { return };
+                match q.heap.peek() {
+                    Some(Reverse(e)) if e.at <= now => q.heap.pop().map(|Reverse(e)| e),
+                    _ => None,
                 }
-                if let Some(Reverse(e)) = heap.pop() {
-                    (e.work)(now);
-                    shared.stats.fired.fetch_add(1, Ordering::Relaxed);
-                }
+            };
+            let Some(e) = e else { break };
+            (e.work)(now);
+            shared.stats.fired.fetch_add(1, Ordering::Relaxed);
+            ran = true;
+        }
+        if ran {
+            if let Some(s) = spinning_since.take() {
+                shared.stats.spin_ns.fetch_add(now.saturating_sub(s), Ordering::Relaxed);
             }
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let next = {
+            let Ok(mut q) = shared.queue.lock() else { return };
+            let next = q.heap.peek().map(|Reverse(e)| e.at);
+            match next {
+                Some(at) if at - now <= spin_ns => {}
+                Some(at) => q.sleeping_until = at,
+                None => q.sleeping_until = u64::MAX,
+            }
+            next
+        };
+        match next {
             Some(at) if at - now <= spin_ns => {
-                if spinning_since.is_none() {
-                    spinning_since = Some(now);
-                }
-                std::hint::spin_loop();
+                spinning_since.get_or_insert(now);
+                tokio::task::yield_now().await;
             }
             _ => {
                 if let Some(s) = spinning_since.take() {
                     shared.stats.spin_ns.fetch_add(now.saturating_sub(s), Ordering::Relaxed);
                 }
-                let wake = next.map(|at| at - spin_ns).unwrap_or(u64::MAX);
-                shared.sleeping_until.store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
-                // Re-check the channel after publishing: a sender that saw the
-                // old value did not unpark us.
-                if let Ok(mut e) = rx.try_recv() {
-                    shared.sleeping_until.store(0, Ordering::SeqCst);
-                    seq += 1;
-                    e.seq = seq;
-                    heap.push(Reverse(e));
-                    continue;
-                }
                 shared.stats.sleeps.fetch_add(1, Ordering::Relaxed);
-                if wake == u64::MAX {
-                    thread::park();
-                } else {
-                    thread::park_timeout(Duration::from_nanos(wake.saturating_sub(clock.now())));
+                match next {
+                    Some(at) => {
+                        timer.arm(clock.epoch() + at - spin_ns);
+                        tokio::select! {
+                            _ = timer.wait() => {}
+                            _ = shared.wake.notified() => {}
+                        }
+                    }
+                    None => shared.wake.notified().await,
                 }
-                shared.sleeping_until.store(0, Ordering::SeqCst);
+                if let Ok(mut q) = shared.queue.lock() {
+                    q.sleeping_until = 0;
+                }
             }
         }
     }
@@ -247,34 +302,49 @@ fn run(clock: FabricClock, rx: Receiver<Entry>, shared: Arc<Shared>, spin_ns: u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
 
-    #[test]
-    fn runs_in_deadline_order_never_early() {
-        let t = SchedulerThread::start(FabricClock::starting_now(), Duration::from_micros(20)).unwrap();
-        let s = t.scheduler();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let base = s.now() + 2_000_000;
-        for (i, off) in [300_000u64, 100_000, 200_000, 100_000].into_iter().enumerate() {
-            let log = log.clone();
-            let at = base + off;
-            s.at(at, Box::new(move |now| log.lock().unwrap().push((i, at, now))));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        let log = log.lock().unwrap();
-        let order: Vec<usize> = log.iter().map(|e| e.0).collect();
-        assert_eq!(order, vec![1, 3, 2, 0]);
-        for &(_, at, now) in log.iter() {
-            assert!(now >= at, "ran {} ns early", at - now);
-        }
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
     }
 
     #[test]
-    fn past_deadlines_run_at_once() {
-        let t = SchedulerThread::start(FabricClock::starting_now(), Duration::ZERO).unwrap();
-        let s = t.scheduler();
-        let (tx, rx) = std::sync::mpsc::channel();
-        s.at(0, Box::new(move |now| tx.send(now).unwrap()));
-        assert!(rx.recv_timeout(Duration::from_secs(1)).is_ok());
+    fn runs_in_deadline_order_never_early() {
+        rt().block_on(async {
+            let t = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(20)).unwrap();
+            let s = t.scheduler();
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let base = s.now() + 2_000_000;
+            for (i, off) in [300_000u64, 100_000, 200_000, 100_000].into_iter().enumerate() {
+                let log = log.clone();
+                let at = base + off;
+                s.at(at, Box::new(move |now| log.lock().unwrap().push((i, at, now))));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let log = log.lock().unwrap();
+            let order: Vec<usize> = log.iter().map(|e| e.0).collect();
+            assert_eq!(order, vec![1, 3, 2, 0]);
+            for &(_, at, now) in log.iter() {
+                assert!(now >= at, "ran {} ns early", at - now);
+            }
+        });
+    }
+
+    #[test]
+    fn past_deadlines_run_at_once_and_idle_sleeps() {
+        rt().block_on(async {
+            let t = SchedulerTask::start(FabricClock::starting_now(), Duration::ZERO).unwrap();
+            let s = t.scheduler();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.at(0, Box::new(move |now| tx.send(now).unwrap()));
+            assert!(tokio::time::timeout(Duration::from_secs(1), rx).await.is_ok());
+            // A deadline 5 ms ahead is met by sleeping, not spinning.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let at = s.now() + 5_000_000;
+            s.at(at, Box::new(move |now| tx.send(now).unwrap()));
+            let fired = tokio::time::timeout(Duration::from_secs(1), rx).await.unwrap().unwrap();
+            assert!(fired >= at);
+            assert_eq!(s.stats().1, 0, "spin window 0 never spins");
+            assert!(s.stats().2 >= 1);
+        });
     }
 }

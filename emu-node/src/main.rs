@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         }
     };
     let token = std::env::var("WEFT_TOKEN").unwrap_or_default();
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start tokio: {e}");

@@ -15,7 +15,7 @@
 //! deletes every namespace this process created.
 
 use crate::actor::{ActorReport, Capture, Egress, NodeActor, NodeActorArgs, NodeMsg, PortBinding};
-use crate::clock::{DeadlineScheduler, FabricClock, SchedulerThread};
+use crate::clock::{DeadlineScheduler, FabricClock, SchedulerTask};
 use crate::engine::Node;
 use crate::fabric::{FabricSpec, HostKind, LinkAction};
 use crate::ids::{LinkId, NodeId, PortId};
@@ -100,6 +100,41 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
     move |source| RuntimeError::Io { what, source }
 }
 
+/// Socket buffers of link sockets: a burst of frames must wait in the
+/// kernel while the process's one thread is busy, not be lost.
+pub const LINK_SOCKET_BUFFER: usize = 16 << 20;
+
+/// A non-blocking UDP socket on `ip` with [`LINK_SOCKET_BUFFER`]-sized
+/// buffers (forced past `rmem_max` when running as root).
+fn big_buffer_socket(ip: std::net::IpAddr) -> Result<std::net::UdpSocket, RuntimeError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let addr = SocketAddr::new(ip, 0);
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(io("link socket"))?;
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+        let v = LINK_SOCKET_BUFFER as libc::c_int;
+        // SAFETY: setsockopt with a valid fd and a c_int value of the right size.
+        let ok = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                force,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        } == 0;
+        if !ok {
+            let _ = if plain == libc::SO_RCVBUF {
+                s.set_recv_buffer_size(LINK_SOCKET_BUFFER)
+            } else {
+                s.set_send_buffer_size(LINK_SOCKET_BUFFER)
+            };
+        }
+    }
+    s.set_nonblocking(true).map_err(io("link socket"))?;
+    s.bind(&addr.into()).map_err(io("link socket"))?;
+    Ok(s.into())
+}
+
 struct TapEnd {
     host: TapHost,
     nic: Arc<Mutex<TapNic>>,
@@ -149,7 +184,7 @@ impl LinkEnds {
 /// One process's running share of a fabric.
 pub struct ProcessRuntime {
     plan: ProcessPlan,
-    _thread: SchedulerThread,
+    _scheduler: SchedulerTask,
     sched: DeadlineScheduler,
     actors: BTreeMap<NodeId, ActorRef<NodeMsg>>,
     taps: Vec<TapEnd>,
@@ -157,6 +192,7 @@ pub struct ProcessRuntime {
     quic: quinn::Endpoint,
     inbound: Arc<InboundTable>,
     incoming: Option<tokio::sync::oneshot::Receiver<Vec<quinn::Connection>>>,
+    tap_writer: crate::tap::TapWriter,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -170,7 +206,7 @@ impl ProcessRuntime {
         bind_ip: std::net::IpAddr,
     ) -> Result<(Self, LinkAddrs), RuntimeError> {
         let clock = FabricClock::with_epoch(plan.epoch);
-        let thread = SchedulerThread::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline thread"))?;
+        let thread = SchedulerTask::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline timer"))?;
         let sched = thread.scheduler();
         let f = &plan.fabric;
         let mut actors = BTreeMap::new();
@@ -213,7 +249,7 @@ impl ProcessRuntime {
                 }
             }
         }
-        let udp = tokio::net::UdpSocket::bind((bind_ip, 0)).await.map_err(io("UDP link socket"));
+        let udp = big_buffer_socket(bind_ip).and_then(|s| tokio::net::UdpSocket::from_std(s).map_err(io("UDP link socket")));
         let quic = plan.identity.quic_server(quic::link_transport()).map_err(RuntimeError::from).and_then(|sc| {
             let sock = std::net::UdpSocket::bind((bind_ip, 0)).map_err(io("QUIC link socket"))?;
             quinn::Endpoint::new(quic::endpoint_config(), Some(sc), sock, Arc::new(quinn::TokioRuntime)).map_err(io("QUIC endpoint"))
@@ -221,7 +257,7 @@ impl ProcessRuntime {
         let inbound = Arc::new(InboundTable::new(plan.fabric_tag));
         let mut rt = ProcessRuntime {
             plan,
-            _thread: thread,
+            _scheduler: thread,
             sched,
             actors,
             taps,
@@ -242,6 +278,7 @@ impl ProcessRuntime {
             },
             inbound,
             incoming: None,
+            tap_writer: crate::tap::TapWriter::spawn().map_err(io("TAP writer thread"))?,
             tasks: Vec::new(),
         };
         if let Some(e) = rt_err {
@@ -317,7 +354,7 @@ impl ProcessRuntime {
                 let egress = if let Some(peer) = self.actors.get(&p.peer) {
                     Egress::Local { peer: peer.clone(), port: p.peer_port }
                 } else if let Some(t) = self.taps.iter().find(|t| t.node == p.peer) {
-                    Egress::Tap(t.host.tun.clone())
+                    Egress::Tap(t.host.tun.clone(), self.tap_writer.clone())
                 } else if here(p.peer) {
                     Egress::Unconnected
                 } else {

@@ -253,6 +253,9 @@ pub enum RunError {
     /// Engine could not be built.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The real-time driver failed.
+    #[error("real-time run: {0}")]
+    RealTime(String),
 }
 
 /// A finished run.
@@ -449,4 +452,94 @@ pub fn compare(topo: &Topology, base: &RunOptions, schemes: &[String], loads: &[
         }
     });
     results.into_inner().unwrap_or_default().into_iter().flatten().collect()
+}
+
+/// Options of a real-time run (`weft run --clock real`).
+#[derive(Debug, Clone, Default)]
+pub struct RealTimeOptions {
+    /// Scheduler spin window, µs.
+    pub spin_us: u32,
+    /// Capture a link into a pcap: (link name, file, frames).
+    pub capture: Option<(String, std::path::PathBuf, u64)>,
+}
+
+/// Runs `opts` on `topo` in real time, all nodes as actors in this process
+/// (DESIGN §3: the same state machines as [`run`], driven by the fabric
+/// clock). Every host runs synthetic (TAP hosts need `weft up`). Stops when
+/// every actor is idle and no frame is in flight, or at `until` of wall
+/// time. Results are collected exactly as in virtual time.
+pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, progress: Progress<'_>) -> Result<RunOutcome, RunError> {
+    use emu_node::fabric::HostKind;
+    use emu_node::runtime::{ProcessPlan, ProcessRuntime};
+    let (engine, scheme, traffic) = prepare(topo, opts)?;
+    let mut fabric = topo.fabric.clone();
+    for n in &mut fabric.nodes {
+        n.placement = 0;
+        if let NodeKind::Host(h) = &mut n.kind {
+            h.kind = HostKind::Synthetic;
+        }
+    }
+    let capture_link = match &rt_opts.capture {
+        Some((name, _, _)) => Some(
+            fabric
+                .links
+                .iter()
+                .position(|l| &l.name == name || l.name.split_once('-').is_some_and(|(a, b)| format!("{b}-{a}") == *name))
+                .ok_or_else(|| RunError::RealTime(format!("--capture: no link `{name}`")))?,
+        ),
+        None => None,
+    };
+    let nodes: Vec<Option<Node>> = engine.into_nodes().into_iter().map(Some).collect();
+    let identity = emu_node::tls::FabricIdentity::generate().map_err(|e| RunError::RealTime(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| RunError::RealTime(e.to_string()))?;
+    let start = Instant::now();
+    let (nodes, truncated, sim_end) = rt.block_on(async {
+        // Fabric time 0 a little ahead, so set-up does not eat into the run.
+        let epoch = emu_node::clock::monotonic_ns() + 50_000_000;
+        let plan = ProcessPlan {
+            process: 0,
+            fabric: fabric.clone(),
+            epoch,
+            fabric_tag: 1,
+            inter: emu_node::link::InterProcess::Udp,
+            spin_us: rt_opts.spin_us,
+            tap_queue_ns: 1_000_000,
+            netns_prefix: String::new(),
+            identity,
+        };
+        let (mut p, _) =
+            ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await.map_err(|e| RunError::RealTime(e.to_string()))?;
+        p.connect(&[]).await.map_err(|e| RunError::RealTime(e.to_string()))?;
+        p.schedule_link_events(0);
+        if let (Some(i), Some((_, path, count))) = (capture_link, &rt_opts.capture) {
+            p.capture(emu_node::ids::LinkId(i as u32), path, *count).map_err(|e| RunError::RealTime(e.to_string()))?;
+        }
+        let mut idle_rounds = 0;
+        let mut truncated = false;
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = p.scheduler().now();
+            let r = p.report().await;
+            progress(now, r.actors.iter().map(|a| a.rx_frames).sum());
+            let idle = now > 0 && r.actors.iter().all(|a| a.idle) && p.scheduler().pending() == 0;
+            idle_rounds = if idle { idle_rounds + 1 } else { 0 };
+            if idle_rounds >= 3 {
+                break;
+            }
+            if now >= opts.until {
+                truncated = true;
+                break;
+            }
+        }
+        let end = p.scheduler().now();
+        let mut nodes = p.shutdown().await;
+        nodes.sort_by_key(|(id, _)| *id);
+        Ok::<_, RunError>((nodes.into_iter().map(|(_, n)| n).collect::<Vec<_>>(), truncated, end))
+    })?;
+    let wall = start.elapsed();
+    let engine = Engine::with_nodes(&topo.fabric, nodes)?;
+    let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+    summary.simulated_ns = sim_end;
+    summary.traffic = format!("{traffic} (real time, {} of fabric time)", emu_node::time::format_duration(sim_end));
+    Ok(RunOutcome { summary, wall, truncated })
 }

@@ -160,6 +160,17 @@ struct RunArgs {
     /// Run seed (same seed, same results).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Clock: virtual (discrete events, deterministic) or real (actors on the
+    /// fabric clock in this process; use a real-time-rate topology such as
+    /// leaf-spine-2x4-rt-synthetic).
+    #[arg(long, default_value = "virtual")]
+    clock: String,
+    /// Real time: capture a link into a pcap, LINK=FILE (first 1000 frames).
+    #[arg(long, value_name = "LINK=FILE")]
+    capture: Option<String>,
+    /// Real time: µs before a deadline the scheduler stops sleeping and spins.
+    #[arg(long, default_value_t = 20)]
+    spin_us: u32,
     /// Scheme or transport parameter (repeatable): --set ecmp.use_ports=false,
     /// --set dcqcn.rp_timer=55us, --set roce.payload=4000, --set irn.bdp=50KB
     /// (see `weft schemes`).
@@ -314,10 +325,37 @@ fn run(a: RunArgs) -> Result<()> {
         indicatif::ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     let started = std::time::Instant::now();
-    let outcome = experiment::run(&topo, &opts, &mut |sim, events| {
-        bar.set_message(format!("simulated {} | {} events | {:.1}s wall", format_duration(sim), events, started.elapsed().as_secs_f64()));
-        bar.tick();
-    })?;
+    let outcome = match a.clock.as_str() {
+        "virtual" => {
+            if a.capture.is_some() {
+                bail!("--capture needs --clock real (or `weft capture` on a live fabric)");
+            }
+            experiment::run(&topo, &opts, &mut |sim, events| {
+                bar.set_message(format!(
+                    "simulated {} | {} events | {:.1}s wall",
+                    format_duration(sim),
+                    events,
+                    started.elapsed().as_secs_f64()
+                ));
+                bar.tick();
+            })?
+        }
+        "real" => {
+            let capture = match &a.capture {
+                None => None,
+                Some(c) => {
+                    let Some((link, file)) = c.split_once('=') else { bail!("--capture takes LINK=FILE, got `{c}`") };
+                    Some((link.to_string(), PathBuf::from(file), 1000))
+                }
+            };
+            let rt = experiment::RealTimeOptions { spin_us: a.spin_us, capture };
+            experiment::run_real(&topo, &opts, &rt, &mut |now, frames| {
+                bar.set_message(format!("real time {} | {} frames received by actors", format_duration(now), frames));
+                bar.tick();
+            })?
+        }
+        other => bail!("--clock must be `virtual` or `real`, got `{other}`"),
+    };
     bar.finish_and_clear();
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let path = a.out.join("summary.json");
