@@ -9,6 +9,15 @@
 //! arrival) records how late it is handled in the actor's [`LagHistogram`],
 //! so users see when the emulation stops being faithful.
 //!
+//! Time: the state machine is called with the time the message was due
+//! (never later than the wall clock), and its own deadlines that fall
+//! before an arriving frame run first, at their time, as in virtual time;
+//! so lag shows up as wall-clock delay but not as lost link capacity. Two
+//! messages may reach an actor slightly out of due order (one held by the
+//! scheduler, one already late): the state machines accept a `now` a little
+//! earlier than the previous one (their serializers queue behind the busy
+//! period, their timers compare with `>=`).
+//!
 //! Invariants: the state machine is touched only by its actor; at most one
 //! timer is outstanding per actor for its earliest deadline (stale ones only
 //! cause a harmless extra `handle_timeout`); a frame sent on a port that is
@@ -168,6 +177,8 @@ pub struct ActorReport {
     pub send_errors: u64,
     /// Whether the state machine has no pending deadline.
     pub idle: bool,
+    /// Frames the switch dropped (buffer, no route, malformed, ...).
+    pub switch_drops: u64,
 }
 
 /// The actor.
@@ -288,11 +299,20 @@ impl Actor for NodeActor {
     }
 
     async fn handle(&self, me: ActorRef<NodeMsg>, msg: NodeMsg, st: &mut NodeActorState) -> Result<(), ActorProcessingErr> {
-        let now = st.sched.now();
+        let wall = st.sched.now();
+        // A frame or timer is handled as of the time it was due (if the
+        // actor runs late, the state machine still sees the instant the
+        // event belongs to, so a late wake-up does not stretch the gap
+        // between two frames a port sends: rates stay exact and lag does not
+        // accumulate).
+        let now = match &msg {
+            NodeMsg::Frame { due, .. } | NodeMsg::Timer { due } => (*due).min(wall),
+            _ => wall,
+        };
         match msg {
             NodeMsg::Bind(ports) => st.ports = ports,
             NodeMsg::Frame { port, frame, due } => {
-                st.lag.record(due, now);
+                st.lag.record(due, wall);
                 st.report.rx_frames += 1;
                 if let Some(p) = st.ports.get(port.index()) {
                     if !p.up {
@@ -306,13 +326,24 @@ impl Actor for NodeActor {
                     }
                 }
                 if let Some(n) = st.node.as_mut() {
+                    // Virtual-time order: deadlines of the state machine that
+                    // fall before this frame run first, at their own time (a
+                    // port that became free at t starts its next frame at t).
+                    let mut prev = None;
+                    while let Some(t) = n.poll_timeout() {
+                        if t > now || prev == Some(t) {
+                            break;
+                        }
+                        prev = Some(t);
+                        n.handle_timeout(t, &mut st.out);
+                    }
                     n.handle_frame(now, port, frame, &mut st.out);
                 }
             }
             NodeMsg::Timer { due } => {
                 if st.armed == Some(due) {
                     st.armed = None;
-                    st.lag.record(due, now);
+                    st.lag.record(due, wall);
                 }
                 if let Some(n) = st.node.as_mut() {
                     n.handle_timeout(now, &mut st.out);
@@ -345,6 +376,18 @@ impl Actor for NodeActor {
                 st.report.lag = st.lag.summary();
                 st.report.name = st.name.clone();
                 st.report.idle = st.node.as_ref().is_none_or(|n| n.poll_timeout().is_none());
+                if let Some(Node::Switch(sw)) = st.node.as_deref() {
+                    let c = sw.counters();
+                    st.report.switch_drops = c.drop_malformed
+                        + c.drop_oversize
+                        + c.drop_unknown_ethertype
+                        + c.drop_not_for_us
+                        + c.drop_ttl
+                        + c.drop_no_route
+                        + c.drop_program
+                        + c.drop_tm
+                        + c.drop_link_down;
+                }
                 let _ = reply.send(st.report.clone());
                 return Ok(());
             }
@@ -354,7 +397,7 @@ impl Actor for NodeActor {
                 return Ok(());
             }
         }
-        st.flush(&me, now);
+        st.flush(&me, wall);
         Ok(())
     }
 }

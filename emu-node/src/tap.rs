@@ -109,6 +109,14 @@ pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rxe: b
         return Err(TapError::Exists(netns.to_string()));
     }
     run(&["ip", "netns", "add", netns])?;
+    // A namespace of the same name deleted a moment ago may still be
+    // unmounting: wait until the new one answers.
+    for _ in 0..50 {
+        if run(&["ip", "-n", netns, "link", "show", "lo"]).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let made = (|| {
         let tun = tokio_tun::Tun::builder()
             .name(dev)

@@ -115,6 +115,12 @@ pub struct FabricState {
     pub phase: String,
     /// How to reach the hosts (printed by `weft up`).
     pub hosts: Vec<String>,
+    /// Control endpoint (QUIC) the emu-nodes connect to.
+    #[serde(default)]
+    pub control: String,
+    /// SHA-256 pin of the fabric certificate (public; the token is not stored).
+    #[serde(default)]
+    pub pin: String,
 }
 
 fn state_file(dir: &Path) -> PathBuf {
@@ -376,6 +382,8 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
         netns: netns.clone(),
         phase: "starting".into(),
         hosts: describe_hosts(&fabric, &opts.netns_prefix),
+        control: String::new(),
+        pin: String::new(),
     };
     write_state(&dir, &state)?;
     let result = run_fabric(&emu, fabric, opts, procs, &mut state, ready).await;
@@ -422,6 +430,8 @@ async fn run_fabric(
     let ep = quinn::Endpoint::server(server, "127.0.0.1:0".parse().map_err(|_| LiveError::Other("address".into()))?)
         .map_err(io("control endpoint"))?;
     let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
+    state.control = ctl_addr.to_string();
+    state.pin = identity.pin();
     let mut children = Vec::new();
     for p in 0..procs {
         let log = std::fs::File::create(dir.join(format!("emu-node-{p}.log"))).map_err(io("emu-node log"))?;
@@ -594,6 +604,24 @@ async fn run_fabric(
                 }
             }
             Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
+            inc = ep.accept() => {
+                // The fabric is complete: whoever connects now is refused.
+                if let Some(inc) = inc {
+                    let token = token.clone();
+                    tokio::spawn(async move {
+                        let Ok(conn) = inc.await else { return };
+                        let Ok((mut tx, mut rx)) = conn.accept_bi().await else { return };
+                        let why = match control::recv::<ToOrchestrator>(&mut rx).await {
+                            Ok(ToOrchestrator::Hello { token: t, .. }) if t == token => "the fabric is complete (no process slot is free)",
+                            _ => "bad token",
+                        };
+                        let _ = control::send(&mut tx, &ToNode::Refused(why.into())).await;
+                        let _ = tx.finish();
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        conn.close(1u32.into(), b"refused");
+                    });
+                }
+            }
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         }

@@ -180,13 +180,14 @@ pub fn status(json: bool) -> Result<()> {
     for p in &r.processes {
         for a in p.report.iter().flat_map(|r| &r.actors) {
             println!(
-                "  {:<10} p50 {:>7.1}us p99 {:>7.1}us max {:>8.1}us  rx {:>9} tx {:>9} link-down drops {}",
+                "  {:<10} p50 {:>7.1}us p99 {:>7.1}us max {:>8.1}us  rx {:>9} tx {:>9} drops {:>7} link-down drops {}",
                 a.name,
                 a.lag.p50_ns as f64 / 1e3,
                 a.lag.p99_ns as f64 / 1e3,
                 a.lag.max_ns as f64 / 1e3,
                 a.rx_frames,
                 a.tx_frames,
+                a.switch_drops,
                 a.link_down_drops
             );
         }
