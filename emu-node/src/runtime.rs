@@ -462,7 +462,7 @@ impl ProcessRuntime {
         let mut actors = Vec::new();
         for a in self.actors.values() {
             if let Ok(r) = a.call(NodeMsg::Report, Some(Duration::from_secs(1))).await {
-                if let Some(r) = r.success_or(()).ok() {
+                if let Ok(r) = r.success_or(()) {
                     actors.push(r);
                 }
             }

@@ -387,11 +387,19 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
     };
     write_state(&dir, &state)?;
     let result = run_fabric(&emu, fabric, opts, procs, &mut state, ready).await;
-    // Teardown whatever happened.
+    // Teardown whatever happened; only then is `weft down` answered (a new
+    // fabric may start right after it).
     let _ = remove_leftovers_of(&state);
     let _ = std::fs::remove_file(state_file(&dir));
     let _ = std::fs::remove_file(socket_file(&dir));
-    result
+    match result {
+        Ok(Some(ack)) => {
+            let _ = ack.send(());
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
@@ -417,7 +425,7 @@ async fn run_fabric(
     procs: u32,
     state: &mut FabricState,
     ready: impl FnOnce(&[String]),
-) -> Result<(), LiveError> {
+) -> Result<Option<tokio::sync::oneshot::Sender<()>>, LiveError> {
     let dir = opts.state_dir.clone();
     let identity = FabricIdentity::generate().map_err(|e| LiveError::Other(e.to_string()))?;
     let token: String = {
@@ -639,10 +647,7 @@ async fn run_fabric(
     let _ = std::fs::remove_file(state_file(&live.dir));
     let _ = std::fs::remove_file(&sock);
     ep.close(0u32.into(), b"down");
-    if let Some(a) = down_ack {
-        let _ = a.send(());
-    }
-    Ok(())
+    Ok(down_ack)
 }
 
 fn addrs_sorted(a: &mut [LinkAddrs]) -> usize {

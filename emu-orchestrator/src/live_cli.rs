@@ -19,8 +19,9 @@ pub struct UpArgs {
     /// Use the topology's [placement] table instead of the automatic placement.
     #[arg(long)]
     pub placement: Option<PathBuf>,
-    /// Transport between emu-node processes: quic or udp.
-    #[arg(long, default_value = "quic")]
+    /// Transport between emu-node processes: udp, or quic (TLS; loses more
+    /// datagrams under load on this machine, see BENCHMARKS.md).
+    #[arg(long, default_value = "udp")]
     pub links: String,
     /// Scheme for every switch (default: as in the topology).
     #[arg(long)]

@@ -292,6 +292,10 @@ fn ping_rtt_matches_configured_delay_and_serialization() {
     // Frames are held until due: never faster than the configured path.
     assert!(base[0] >= expected, "RTT {} ms below the configured {expected} ms", base[0]);
     assert!(median <= expected * 1.1 + RTT_CONSTANT_MS, "median RTT {median} ms > {expected} ms + 10 % + {RTT_CONSTANT_MS} ms");
+    // A host of the same leaf and /24 (on-link for the kernel) answers too:
+    // the ToR does proxy ARP and routes.
+    let local = ping_rtts(&f, "h0", "10.0.0.3", 10);
+    assert!(local[0] >= 4.0 * per_hop_ms, "same-leaf RTT {} ms", local[0]);
     // A 2 ms delay on one link in the path adds 4 ms of RTT (within 10 %).
     f.ok(&["link", "h8-leaf1", "delay", "2010us"]);
     let slow = ping_rtts(&f, "h0", "10.0.1.2", 40);

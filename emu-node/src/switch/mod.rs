@@ -770,14 +770,24 @@ impl Switch {
         };
         let req = arp::Repr::parse(&a);
         let Some(gw) = self.ports[port.index()].spec.gateway else { return };
-        if req.operation != arp::Operation::Request || req.target_ip != gw {
+        // The gateway address, and proxy ARP for any other routed address
+        // (an L3 ToR: a host that thinks a peer of its /24 is on-link
+        // reaches it through the switch, like real TAP hosts do).
+        let proxied = req.target_ip != gw && req.target_ip != req.sender_ip && self.routes.lookup(req.target_ip).is_some();
+        if req.operation != arp::Operation::Request || (req.target_ip != gw && !proxied) {
             return;
         }
         let mac = self.ports[port.index()].spec.mac;
         let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
         ethernet::Repr { dst: req.sender_hw, src: mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
-        arp::Repr { operation: arp::Operation::Reply, sender_hw: mac, sender_ip: gw, target_hw: req.sender_hw, target_ip: req.sender_ip }
-            .emit(&mut f[ethernet::HEADER_LEN..]);
+        arp::Repr {
+            operation: arp::Operation::Reply,
+            sender_hw: mac,
+            sender_ip: req.target_ip,
+            target_hw: req.sender_hw,
+            target_ip: req.sender_ip,
+        }
+        .emit(&mut f[ethernet::HEADER_LEN..]);
         self.counters.arp_replies += 1;
         let cq = self.tm.config().control_queue();
         self.enqueue(now, port, cq, f, None, out);
