@@ -283,12 +283,12 @@ mod tests {
 
     #[test]
     fn nic_paces_at_link_rate_and_bounds_its_queue() {
-        let mut nic = TapNic::new(BitRate::gbps(1), 10_000, 100_000);
+        let mut nic = TapNic::new(BitRate::gbps(1), 10_000, 110_000);
         // 1500 B at 1 Gbit/s = 12 us; ten frames at once leave back to back.
         let dues: Vec<_> = (0..10).map(|_| nic.depart(0, 1500).unwrap()).collect();
         assert_eq!(dues[0], 12_000 + 10_000);
         assert_eq!(dues[9], 120_000 + 10_000);
-        // The queue holds at most 100 us: frame 10 (queued behind 120 us) is dropped.
+        // A frame may wait at most 110 us: the 11th (behind 120 us) is dropped.
         assert_eq!(nic.depart(0, 1500), None);
         nic.apply(200_000, LinkChange::Down);
         assert_eq!(nic.depart(200_000, 1500), None);

@@ -1,0 +1,172 @@
+//! Real-time driver benchmarks for BENCHMARKS.md (no root needed):
+//!
+//! 1. forwarding rate: one switch actor (ECMP, Tofino2 model) on the
+//!    single-threaded runtime, fed 1500 B frames over an in-process link
+//!    as fast as it takes them, forwarding to a sink actor over in-process
+//!    links (8 uplinks at 400 Gbit/s, so the model's rate limit is not the
+//!    bottleneck); frames per second.
+//! 2. pacing at 1 Gbit/s: the same switch with 1 Gbit/s uplinks, fed a
+//!    burst; the sink records how late each frame arrives versus its due
+//!    time (departure + serialization + delay), and the achieved rate.
+//!
+//! `cargo run --release -p emu-node --example rt_bench`
+
+use bytes::BytesMut;
+use emu_node::actor::{Egress, NodeActor, NodeActorArgs, NodeMsg, PortBinding};
+use emu_node::clock::{FabricClock, SchedulerTask};
+use emu_node::engine::Node;
+use emu_node::fabric::FabricSpec;
+use emu_node::ids::{NodeId, PortId};
+use emu_node::lag::LagHistogram;
+use emu_node::schemes::ecmp::Ecmp;
+use emu_node::switch::{Switch, SwitchConfig};
+use emu_node::time::BitRate;
+use emu_node::tofino::{TargetProfile, TmConfig};
+use emu_node::wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn frame(f: &FabricSpec, sport: u16) -> BytesMut {
+    let port = &f.nodes[0].ports[0];
+    let mut b = BytesMut::zeroed(1500);
+    ethernet::Repr { dst: port.mac, src: port.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
+    ipv4::Repr {
+        src: Ipv4Address::new(10, 0, 0, 2),
+        dst: Ipv4Address::new(10, 0, 1, 2),
+        protocol: ipv4::Protocol::Udp,
+        dscp: 0,
+        ecn: ipv4::Ecn::Ect0,
+        ident: 0,
+        ttl: 64,
+        payload_len: 1500 - 34,
+    }
+    .emit(&mut b[14..]);
+    udp::Repr { src_port: sport, dst_port: 4791, payload_len: 1500 - 42 }.emit(&mut b[34..]);
+    b
+}
+
+#[derive(Default)]
+struct SinkStats {
+    frames: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    lag: LagHistogram,
+}
+
+struct Sink;
+impl Actor for Sink {
+    type Msg = NodeMsg;
+    type State = (Arc<Mutex<SinkStats>>, emu_node::clock::DeadlineScheduler);
+    type Arguments = (Arc<Mutex<SinkStats>>, emu_node::clock::DeadlineScheduler);
+    async fn pre_start(&self, _me: ActorRef<NodeMsg>, a: Self::Arguments) -> Result<Self::State, ActorProcessingErr> {
+        Ok(a)
+    }
+    async fn handle(&self, _me: ActorRef<NodeMsg>, msg: NodeMsg, st: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        if let NodeMsg::Frame { due, .. } = msg {
+            let now = st.1.now();
+            if let Ok(mut s) = st.0.lock() {
+                s.frames += 1;
+                s.lag.record(due, now);
+                let t = Instant::now();
+                s.first.get_or_insert(t);
+                s.last = Some(t);
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, ActorRef<NodeMsg>, Arc<Mutex<SinkStats>>, FabricSpec) {
+    let f = emu_node::fabric::leaf_pair(1, 8, rate);
+    let target = TargetProfile::tofino2();
+    let cfg = SwitchConfig {
+        tm: TmConfig::standard(32, 9_000_000, target.cell_bytes, None),
+        target,
+        snapshot_period_ns: 1000,
+        cpu_latency_ns: 10_000,
+        seed: 1,
+        strict: false,
+    };
+    let sw = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");
+    let task = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(spin_us)).expect("scheduler");
+    let sched = task.scheduler();
+    let stats = Arc::new(Mutex::new(SinkStats::default()));
+    let (sink, _) = Actor::spawn(None, Sink, (stats.clone(), sched.clone())).await.expect("sink");
+    let (sw_ref, _) =
+        Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone() }).await.expect("switch actor");
+    let ports = f.nodes[0]
+        .ports
+        .iter()
+        .map(|p| PortBinding {
+            egress: Egress::Local { peer: sink.clone(), port: PortId(0) },
+            link: p.link,
+            dir: 0,
+            delay: 1000,
+            up: true,
+            capture: None,
+        })
+        .collect();
+    let _ = sw_ref.cast(NodeMsg::Bind(ports));
+    (task, sw_ref, stats, f)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    rt.block_on(async {
+        // 1. Forwarding rate.
+        let (task, sw, stats, f) = setup(BitRate::gbps(400), 20).await;
+        let frames: Vec<BytesMut> = (0..4096).map(|i| frame(&f, 49152 + i as u16)).collect();
+        let sched = task.scheduler();
+        let start = Instant::now();
+        let mut sent = 0u64;
+        while start.elapsed() < Duration::from_secs(3) {
+            for fr in frames.iter().take(256) {
+                let now = sched.now();
+                let _ = sw.cast(NodeMsg::Frame { port: PortId(0), frame: fr.clone(), due: now });
+                sent += 1;
+            }
+            tokio::task::yield_now().await;
+            // Keep the mailbox bounded: wait while the sink lags far behind.
+            while sent.saturating_sub(stats.lock().map(|s| s.frames).unwrap_or(0)) > 20_000 {
+                tokio::task::yield_now().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let s = stats.lock().map(|s| (s.frames, s.first, s.last)).unwrap_or((0, None, None));
+        let secs = match (s.1, s.2) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 1.0,
+        };
+        println!("forwarding: one ECMP switch actor, in-process links, 1500 B: {:.3} M frames/s ({} frames)", s.0 as f64 / secs / 1e6, s.0);
+        drop(task);
+
+        // 2. Pacing at 1 Gbit/s: a burst of 20 000 frames into one flow (one uplink).
+        let (task, sw, stats, f) = setup(BitRate::gbps(1), 20).await;
+        let fr = frame(&f, 50000);
+        let sched = task.scheduler();
+        let t0 = sched.now();
+        for _ in 0..5000 {
+            let _ = sw.cast(NodeMsg::Frame { port: PortId(0), frame: fr.clone(), due: t0 });
+        }
+        // 5000 x 12 us = 60 ms on the wire.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let s = stats.lock().map(|s| (s.frames, s.lag.summary(), s.first, s.last)).expect("stats");
+        let secs = match (s.2, s.3) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 1.0,
+        };
+        let rate = (s.0.saturating_sub(1)) as f64 * 1500.0 * 8.0 / secs;
+        println!(
+            "pacing at 1 Gbit/s (12 us/frame): {} frames, wall rate {:.4} Gbit/s, lateness vs due p50 {:.1} us p99 {:.1} us max {:.1} us",
+            s.0,
+            rate / 1e9,
+            s.1.p50_ns as f64 / 1e3,
+            s.1.p99_ns as f64 / 1e3,
+            s.1.max_ns as f64 / 1e3
+        );
+        let (fired, spin, sleeps) = sched.stats();
+        println!("scheduler: {fired} deadlines, {:.1} ms spinning over {:.0} ms, {sleeps} sleeps", spin as f64 / 1e6, (sched.now() - t0) as f64 / 1e6);
+        drop(task);
+    });
+}
