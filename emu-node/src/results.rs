@@ -98,7 +98,7 @@ pub struct FlowResult {
 }
 
 /// A queue's results.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct QueueResult {
     /// Queue id.
     pub queue: u8,
@@ -108,7 +108,7 @@ pub struct QueueResult {
 }
 
 /// A port's results.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PortResult {
     /// Port id.
     pub port: u16,
@@ -120,8 +120,58 @@ pub struct PortResult {
     pub queues: Vec<QueueResult>,
 }
 
+impl NetworkTotals {
+    /// Totals over the switches' counters.
+    pub fn of(switches: &[SwitchResult]) -> NetworkTotals {
+        let mut network = NetworkTotals::default();
+        for w in switches {
+            let c = &w.counters;
+            network.pfc_pauses += w.ports.iter().map(|p| p.counters.pfc_pause_sent).sum::<u64>();
+            network.drops += c.drop_malformed
+                + c.drop_oversize
+                + c.drop_unknown_ethertype
+                + c.drop_not_for_us
+                + c.drop_ttl
+                + c.drop_no_route
+                + c.drop_program
+                + c.drop_tm
+                + c.drop_link_down;
+            network.drops_buffer += c.drop_tm;
+            network.ecn_marks += c.ecn_marks;
+        }
+        network
+    }
+}
+
+/// The results of switch `fabric.nodes[i]`.
+pub fn switch_result(fabric: &FabricSpec, i: usize, s: &crate::switch::Switch) -> SwitchResult {
+    let name_of = |n: crate::ids::NodeId| fabric.nodes.get(n.index()).map(|x| x.name.clone()).unwrap_or_default();
+    let spec = &fabric.nodes[i];
+    let nq = s.traffic_manager().config().queues_per_port;
+    let ports = (0..s.port_count())
+        .map(|p| {
+            let port = PortId(p as u16);
+            let queues = (0..nq)
+                .filter_map(|q| {
+                    let st = s.queue_stats(port, QueueId(q));
+                    (st != QueueStats::default()).then_some(QueueResult { queue: q, stats: st })
+                })
+                .collect();
+            PortResult { port: p as u16, peer: name_of(spec.ports[p].peer), counters: s.port_counters(port), queues }
+        })
+        .collect();
+    SwitchResult {
+        name: s.name().to_string(),
+        scheme: s.program_name().to_string(),
+        counters: *s.counters(),
+        scheme_counters: s.scheme_counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        max_buffer_bytes: s.traffic_manager().max_used_bytes(),
+        ports,
+    }
+}
+
 /// A switch's results.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct SwitchResult {
     /// Name.
     pub name: String,
@@ -398,7 +448,6 @@ impl Summary {
     /// As [`Summary::collect`], counting slowdowns only of flows that
     /// started at or after `warmup_ns`.
     pub fn collect_after(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64, warmup_ns: Nanos) -> Summary {
-        let name_of = |n: crate::ids::NodeId| fabric.nodes.get(n.index()).map(|x| x.name.clone()).unwrap_or_default();
         let mut rx = BTreeMap::new();
         let mut roce_rx = BTreeMap::new();
         let mut tcp_rx = BTreeMap::new();
@@ -535,50 +584,12 @@ impl Summary {
                         });
                     }
                 }
-                Node::Switch(s) => {
-                    let spec = &fabric.nodes[i];
-                    let nq = s.traffic_manager().config().queues_per_port;
-                    let ports = (0..s.port_count())
-                        .map(|p| {
-                            let port = PortId(p as u16);
-                            let queues = (0..nq)
-                                .filter_map(|q| {
-                                    let st = s.queue_stats(port, QueueId(q));
-                                    (st != QueueStats::default()).then_some(QueueResult { queue: q, stats: st })
-                                })
-                                .collect();
-                            PortResult { port: p as u16, peer: name_of(spec.ports[p].peer), counters: s.port_counters(port), queues }
-                        })
-                        .collect();
-                    switches.push(SwitchResult {
-                        name: s.name().to_string(),
-                        scheme: s.program_name().to_string(),
-                        counters: *s.counters(),
-                        scheme_counters: s.scheme_counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-                        max_buffer_bytes: s.traffic_manager().max_used_bytes(),
-                        ports,
-                    });
-                }
+                Node::Switch(s) => switches.push(switch_result(fabric, i, s)),
             }
         }
         flows.sort_by_key(|f| f.id);
         let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns);
-        let mut network = NetworkTotals::default();
-        for w in &switches {
-            let c = &w.counters;
-            network.pfc_pauses += w.ports.iter().map(|p| p.counters.pfc_pause_sent).sum::<u64>();
-            network.drops += c.drop_malformed
-                + c.drop_oversize
-                + c.drop_unknown_ethertype
-                + c.drop_not_for_us
-                + c.drop_ttl
-                + c.drop_no_route
-                + c.drop_program
-                + c.drop_tm
-                + c.drop_link_down;
-            network.drops_buffer += c.drop_tm;
-            network.ecn_marks += c.ecn_marks;
-        }
+        let network = NetworkTotals::of(&switches);
         Summary {
             schema: SCHEMA,
             topology: fabric.name.clone(),
@@ -594,6 +605,13 @@ impl Summary {
             network,
             uplink_imbalance: None,
         }
+    }
+
+    /// Replaces the switch results (switches that ran in other processes)
+    /// and recomputes the network totals from them.
+    pub fn set_switches(&mut self, switches: Vec<SwitchResult>) {
+        self.network = NetworkTotals::of(&switches);
+        self.switches = switches;
     }
 
     /// `flows.csv`: one row per flow.

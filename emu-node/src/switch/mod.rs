@@ -103,7 +103,7 @@ pub enum SwitchError {
 }
 
 /// Switch-wide counters.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct SwitchCounters {
     /// Frames received on front-panel ports.
     pub rx_frames: u64,
@@ -144,7 +144,7 @@ pub struct SwitchCounters {
 }
 
 /// Per-port counters.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PortCounters {
     /// Frames sent.
     pub tx_frames: u64,

@@ -167,7 +167,7 @@ pub enum DropReason {
 }
 
 /// Per-queue counters.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct QueueStats {
     /// Packets enqueued.
     pub enq_packets: u64,
