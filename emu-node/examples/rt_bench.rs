@@ -94,8 +94,9 @@ async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, ActorRef<NodeMsg>
     let sched = task.scheduler();
     let stats = Arc::new(Mutex::new(SinkStats::default()));
     let (sink, _) = Actor::spawn(None, Sink, (stats.clone(), sched.clone())).await.expect("sink");
-    let (sw_ref, _) =
-        Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone() }).await.expect("switch actor");
+    let (sw_ref, _) = Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone() })
+        .await
+        .expect("switch actor");
     let ports = f.nodes[0]
         .ports
         .iter()
@@ -151,9 +152,12 @@ fn main() {
         for k in 0..8333u64 {
             let (sw, fr) = (sw.clone(), fr.clone());
             let due = t0 + k * 6_000;
-            sched.at(due, Box::new(move |_| {
-                let _ = sw.cast(NodeMsg::Frame { port: PortId(0), frame: fr, due });
-            }));
+            sched.at(
+                due,
+                Box::new(move |_| {
+                    let _ = sw.cast(NodeMsg::Frame { port: PortId(0), frame: fr, due });
+                }),
+            );
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
         let s = stats.lock().map(|s| (s.frames, s.lag.summary(), s.first, s.last)).expect("stats");
@@ -171,7 +175,11 @@ fn main() {
             s.1.max_ns as f64 / 1e3
         );
         let (fired, spin, sleeps) = sched.stats();
-        println!("scheduler: {fired} deadlines, {:.1} ms spinning over {:.0} ms, {sleeps} sleeps", spin as f64 / 1e6, (sched.now() - t0) as f64 / 1e6);
+        println!(
+            "scheduler: {fired} deadlines, {:.1} ms spinning over {:.0} ms, {sleeps} sleeps",
+            spin as f64 / 1e6,
+            (sched.now() - t0) as f64 / 1e6
+        );
         drop(task);
     });
 }

@@ -12,11 +12,10 @@
 //! Time: the state machine is called with the time the message was due
 //! (never later than the wall clock), and its own deadlines that fall
 //! before an arriving frame run first, at their time, as in virtual time;
-//! so lag shows up as wall-clock delay but not as lost link capacity. Two
-//! messages may reach an actor slightly out of due order (one held by the
-//! scheduler, one already late): the state machines accept a `now` a little
-//! earlier than the previous one (their serializers queue behind the busy
-//! period, their timers compare with `>=`).
+//! so lag shows up as wall-clock delay but not as lost link capacity. Time
+//! never goes back for a state machine: a message that reaches the actor
+//! after a later one (one held by the scheduler, one already late) is
+//! handled at the later time.
 //!
 //! Invariants: the state machine is touched only by its actor; at most one
 //! timer is outstanding per actor for its earliest deadline (stale ones only
@@ -203,6 +202,8 @@ pub struct NodeActorState {
     out: Vec<Transmit>,
     report: ActorReport,
     datagram: Vec<u8>,
+    /// The latest time handed to the state machine: time never goes back.
+    last: Nanos,
 }
 
 fn node_name(n: &Node) -> String {
@@ -215,10 +216,10 @@ fn node_name(n: &Node) -> String {
 }
 
 impl NodeActorState {
-    fn flush(&mut self, me: &ActorRef<NodeMsg>, now: Nanos) {
+    fn flush(&mut self, me: &ActorRef<NodeMsg>) {
         let mut out = std::mem::take(&mut self.out);
         for t in out.drain(..) {
-            self.send(now, t);
+            self.send(t);
         }
         self.out = out;
         if let Some(t) = self.node.as_ref().and_then(|n| n.poll_timeout()) {
@@ -235,7 +236,7 @@ impl NodeActorState {
         }
     }
 
-    fn send(&mut self, now: Nanos, t: Transmit) {
+    fn send(&mut self, t: Transmit) {
         let Some(p) = self.ports.get_mut(t.port.index()) else { return };
         if !p.up {
             self.report.link_down_drops += 1;
@@ -251,17 +252,15 @@ impl NodeActorState {
         match &mut p.egress {
             Egress::Unconnected => {}
             Egress::Local { peer, port } => {
+                // Always through the scheduler, even when already due: it
+                // orders by due time, so a link direction stays FIFO.
                 let (peer, port, frame) = (peer.clone(), *port, t.frame);
-                if due <= now {
-                    let _ = peer.cast(NodeMsg::Frame { port, frame, due });
-                } else {
-                    self.sched.at(
-                        due,
-                        Box::new(move |_| {
-                            let _ = peer.cast(NodeMsg::Frame { port, frame, due });
-                        }),
-                    );
-                }
+                self.sched.at(
+                    due,
+                    Box::new(move |_| {
+                        let _ = peer.cast(NodeMsg::Frame { port, frame, due });
+                    }),
+                );
             }
             Egress::Tap(tap, writer) => {
                 let (tap, writer) = (tap.clone(), writer.clone());
@@ -295,6 +294,7 @@ impl Actor for NodeActor {
             lag: LagHistogram::default(),
             out: Vec::new(),
             datagram: Vec::with_capacity(2048),
+            last: 0,
         })
     }
 
@@ -308,7 +308,8 @@ impl Actor for NodeActor {
         let now = match &msg {
             NodeMsg::Frame { due, .. } | NodeMsg::Timer { due } => (*due).min(wall),
             _ => wall,
-        };
+        }
+        .max(st.last);
         match msg {
             NodeMsg::Bind(ports) => st.ports = ports,
             NodeMsg::Frame { port, frame, due } => {
@@ -335,7 +336,8 @@ impl Actor for NodeActor {
                             break;
                         }
                         prev = Some(t);
-                        n.handle_timeout(t, &mut st.out);
+                        st.last = st.last.max(t);
+                        n.handle_timeout(st.last, &mut st.out);
                     }
                     n.handle_frame(now, port, frame, &mut st.out);
                 }
@@ -397,7 +399,8 @@ impl Actor for NodeActor {
                 return Ok(());
             }
         }
-        st.flush(&me, wall);
+        st.last = st.last.max(now);
+        st.flush(&me);
         Ok(())
     }
 }

@@ -19,7 +19,7 @@
 //! for the last `spin` it yields in a loop, which lets the actors and I/O
 //! run while it waits. Deadlines already due run at once, in deadline
 //! order, ties in submission order. Invariants: a closure never runs before
-//! its deadline; submitting never blocks.
+//! its deadline, nor before the fabric epoch; submitting never blocks.
 
 use crate::time::Nanos;
 use std::cmp::Reverse;
@@ -59,9 +59,13 @@ impl FabricClock {
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
-    /// Fabric time now.
+    /// Fabric time now (0 before the epoch).
     pub fn now(&self) -> Nanos {
         monotonic_ns().saturating_sub(self.epoch)
+    }
+    /// Whether fabric time has started.
+    pub fn started(&self) -> bool {
+        monotonic_ns() >= self.epoch
     }
 }
 
@@ -236,6 +240,12 @@ impl TimerFd {
 }
 
 async fn drive(clock: FabricClock, shared: Arc<Shared>, timer: TimerFd, spin_ns: u64) {
+    // Nothing runs before fabric time 0: processes that share an epoch in
+    // the future start together.
+    if !clock.started() {
+        timer.arm(clock.epoch());
+        timer.wait().await;
+    }
     let mut spinning_since: Option<u64> = None;
     loop {
         let now = clock.now();

@@ -64,6 +64,10 @@ pub enum ToOrchestrator {
     CaptureStarted(bool),
     /// Something failed; the process stops.
     Failed(String),
+    /// Answer to [`ToNode::Finish`]: the results of the switches run here,
+    /// as the JSON of `summary.json`'s `switches` (that schema flattens
+    /// queue counters, which bincode cannot encode).
+    Finished(String),
 }
 
 /// Messages to an emu-node.
@@ -95,6 +99,8 @@ pub enum ToNode {
     ReportNow,
     /// Stop: clean up and exit.
     Stop,
+    /// Stop, send the switches' results, exit.
+    Finish,
 }
 
 /// Encodes `msg` as one length-prefixed frame.

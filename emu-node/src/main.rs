@@ -89,7 +89,7 @@ async fn run(args: Args, token: String) -> Result<(), String> {
     let bind_ip = args.control.ip();
     // Build every node, keep ours (building is cheap; it keeps the seeds and
     // addressing identical to a virtual-time run of the same fabric).
-    let engine = Engine::new(&plan.fabric, &EngineConfig::default()).map_err(|e| e.to_string())?;
+    let engine = Engine::new(&plan.fabric, &EngineConfig { seed: plan.seed, ..EngineConfig::default() }).map_err(|e| e.to_string())?;
     let nodes = engine.into_nodes().into_iter().map(Some).collect();
     let (mut runtime, addrs) = match ProcessRuntime::bind(plan, nodes, bind_ip).await {
         Ok(x) => x,
@@ -104,6 +104,8 @@ async fn run(args: Args, token: String) -> Result<(), String> {
     runtime.shutdown().await;
     if let Err(e) = &result {
         let _ = control::send(&mut tx, &ToOrchestrator::Failed(e.clone())).await;
+        // Let the message leave before the connection closes.
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let _ = tx.finish();
     conn.close(0u32.into(), b"bye");
@@ -154,6 +156,26 @@ async fn serve(
                     control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.map_err(|e| e.to_string())?;
                 }
                 Ok(ToNode::Stop) => return Ok(()),
+                Ok(ToNode::Finish) => {
+                    let fabric = runtime.fabric().clone();
+                    let nodes = runtime.shutdown().await;
+                    let results: Vec<emu_node::results::SwitchResult> = nodes
+                        .iter()
+                        .filter_map(|(id, n)| match n {
+                            emu_node::engine::Node::Switch(s) => Some(emu_node::results::switch_result(&fabric, id.index(), s)),
+                            _ => None,
+                        })
+                        .collect();
+                    let json = serde_json::to_string(&results).map_err(|e| e.to_string())?;
+                    control::send(tx, &ToOrchestrator::Finished(json)).await.map_err(|e| e.to_string())?;
+                    // Closing the connection would discard unsent stream
+                    // data: wait until the orchestrator closes it.
+                    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+                        while let Some(Ok(_)) = msgs.recv().await {}
+                    })
+                    .await;
+                    return Ok(());
+                }
                 Ok(other) => return Err(format!("unexpected message {other:?}")),
                 Err(e) => return Err(format!("control channel lost ({e}); stopping")),
             },

@@ -54,6 +54,8 @@ pub struct ProcessPlan {
     pub netns_prefix: String,
     /// The fabric identity (QUIC links).
     pub identity: FabricIdentity,
+    /// Run seed (node RNG seeds derive from it).
+    pub seed: u64,
 }
 
 /// Addresses a process listens on for links.
@@ -429,6 +431,11 @@ impl ProcessRuntime {
             }
         }
         ends
+    }
+
+    /// The fabric this process runs a share of.
+    pub fn fabric(&self) -> &FabricSpec {
+        &self.plan.fabric
     }
 
     /// The deadline scheduler (fabric clock).

@@ -461,6 +461,8 @@ pub struct RealTimeOptions {
     pub spin_us: u32,
     /// Capture a link into a pcap: (link name, file, frames).
     pub capture: Option<(String, std::path::PathBuf, u64)>,
+    /// emu-node processes for the switches (0: everything in this process).
+    pub nodes: u32,
 }
 
 /// Runs `opts` on `topo` in real time, all nodes as actors in this process
@@ -493,6 +495,42 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     let identity = emu_node::tls::FabricIdentity::generate().map_err(|e| RunError::RealTime(e.to_string()))?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| RunError::RealTime(e.to_string()))?;
     let start = Instant::now();
+    if rt_opts.nodes > 0 {
+        let until = opts.until;
+        let capture = capture_link.zip(rt_opts.capture.clone()).map(|(i, (_, path, count))| (emu_node::ids::LinkId(i as u32), path, count));
+        let mut all = nodes;
+        let run = rt
+            .block_on(crate::live::run_distributed(
+                &fabric,
+                all.iter_mut().map(Option::take).collect(),
+                rt_opts.nodes,
+                opts.seed,
+                rt_opts.spin_us,
+                until,
+                capture,
+                progress,
+            ))
+            .map_err(|e| RunError::RealTime(e.to_string()))?;
+        // Switch state machines stay the prepared (unused) ones; their
+        // results come from the emu-nodes that ran them.
+        let (engine, _, _) = prepare(topo, opts)?;
+        let mut merged: Vec<Node> = engine.into_nodes();
+        for (id, n) in run.hosts {
+            merged[id.index()] = n;
+        }
+        let wall = start.elapsed();
+        let engine = Engine::with_nodes(&topo.fabric, merged)?;
+        let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+        summary.set_switches(run.switches);
+        summary.simulated_ns = run.end;
+        summary.traffic = format!(
+            "{traffic} (real time over {} emu-node processes, {} of fabric time)",
+            rt_opts.nodes,
+            emu_node::time::format_duration(run.end)
+        );
+        return Ok(RunOutcome { summary, wall, truncated: run.truncated });
+    }
+    let start = Instant::now();
     let (nodes, truncated, sim_end) = rt.block_on(async {
         // Fabric time 0 a little ahead, so set-up does not eat into the run.
         let epoch = emu_node::clock::monotonic_ns() + 50_000_000;
@@ -506,6 +544,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             tap_queue_ns: 1_000_000,
             netns_prefix: String::new(),
             identity,
+            seed: opts.seed,
         };
         let (mut p, _) =
             ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await.map_err(|e| RunError::RealTime(e.to_string()))?;

@@ -427,86 +427,16 @@ async fn run_fabric(
     ready: impl FnOnce(&[String]),
 ) -> Result<Option<tokio::sync::oneshot::Sender<()>>, LiveError> {
     let dir = opts.state_dir.clone();
-    let identity = FabricIdentity::generate().map_err(|e| LiveError::Other(e.to_string()))?;
-    let token: String = {
-        use rand::Rng;
-        let mut r = rand::rng();
-        (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect()
+    let base = PlanBase {
+        fabric: fabric.clone(),
+        inter: opts.inter,
+        spin_us: opts.spin_us,
+        netns_prefix: opts.netns_prefix.clone(),
+        seed: 1,
+        start_delay: Duration::ZERO,
     };
-    let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
-    let server = identity.quic_server(quic::control_transport()).map_err(|e| LiveError::Other(e.to_string()))?;
-    let ep = quinn::Endpoint::server(server, "127.0.0.1:0".parse().map_err(|_| LiveError::Other("address".into()))?)
-        .map_err(io("control endpoint"))?;
-    let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
-    state.control = ctl_addr.to_string();
-    state.pin = identity.pin();
-    let mut children = Vec::new();
-    for p in 0..procs {
-        let log = std::fs::File::create(dir.join(format!("emu-node-{p}.log"))).map_err(io("emu-node log"))?;
-        let log2 = log.try_clone().map_err(io("emu-node log"))?;
-        let child = tokio::process::Command::new(emu)
-            .args(["--control", &ctl_addr.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])
-            .env("WEFT_TOKEN", &token)
-            .stdout(log)
-            .stderr(log2)
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(io(format!("starting {}", emu.display())))?;
-        state.processes.insert(p, child.id().unwrap_or(0));
-        children.push(child);
-    }
-    write_state(&dir, state)?;
-    // Accept and authenticate.
-    let epoch = emu_node::clock::monotonic_ns();
-    let mut conns: BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)> = BTreeMap::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while conns.len() < procs as usize {
-        let inc = tokio::select! {
-            i = ep.accept() => i,
-            _ = tokio::time::sleep_until(deadline) => None,
-        };
-        let Some(inc) = inc else {
-            let logs = tail_logs(&dir, procs);
-            return Err(LiveError::Other(format!("emu-nodes did not all connect within 20 s{logs}")));
-        };
-        let Ok(conn) = inc.await else { continue };
-        let Ok((mut tx, mut rx)) = conn.accept_bi().await else { continue };
-        match control::recv::<ToOrchestrator>(&mut rx).await {
-            Ok(ToOrchestrator::Hello { token: t, process, version, .. })
-                if t == token && version == PROTOCOL_VERSION && process < procs =>
-            {
-                let plan = ProcessPlan {
-                    process,
-                    fabric: fabric.clone(),
-                    epoch,
-                    fabric_tag,
-                    inter: opts.inter,
-                    spin_us: opts.spin_us,
-                    tap_queue_ns: 1_000_000,
-                    netns_prefix: opts.netns_prefix.clone(),
-                    identity: identity.clone(),
-                };
-                control::send(&mut tx, &ToNode::Plan(Box::new(plan))).await.map_err(|e| LiveError::Other(e.to_string()))?;
-                conns.insert(process, (conn, tx, rx));
-            }
-            _ => {
-                let _ = control::send(&mut tx, &ToNode::Refused("bad token or protocol version".into())).await;
-                let _ = tx.finish();
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                conn.close(1u32.into(), b"refused");
-            }
-        }
-    }
-    let mut addrs = Vec::new();
-    for (&p, (_, _, rx)) in conns.iter_mut() {
-        match control::recv::<ToOrchestrator>(rx).await {
-            Ok(ToOrchestrator::Bound(a)) => addrs.push(a),
-            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
-            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
-            Err(e) => return Err(LiveError::Node(p, format!("{e}{}", tail_logs(&dir, procs)))),
-        }
-    }
+    let Launched { ep, token, children, mut conns, mut addrs, .. } =
+        launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }
@@ -648,6 +578,129 @@ async fn run_fabric(
     let _ = std::fs::remove_file(&sock);
     ep.close(0u32.into(), b"down");
     Ok(down_ack)
+}
+
+/// What every process plan of a fabric shares.
+pub struct PlanBase {
+    /// The fabric (placement decides who runs what).
+    pub fabric: FabricSpec,
+    /// Transport between processes.
+    pub inter: InterProcess,
+    /// Scheduler spin window, µs.
+    pub spin_us: u32,
+    /// Namespace prefix.
+    pub netns_prefix: String,
+    /// Run seed (per-node RNG seeds derive from it).
+    pub seed: u64,
+    /// Fabric time 0 is this long after the launch (so that every process
+    /// is connected before the first deadline of a workload).
+    pub start_delay: Duration,
+}
+
+/// emu-node processes that joined, were given their plans and bound their
+/// link sockets.
+pub struct Launched {
+    /// The control endpoint (keep it open).
+    pub ep: quinn::Endpoint,
+    /// The fabric token.
+    pub token: String,
+    /// The processes.
+    pub children: Vec<tokio::process::Child>,
+    /// Control connections by process index.
+    pub conns: BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)>,
+    /// Their link addresses.
+    pub addrs: Vec<LinkAddrs>,
+    /// The plan every process got (process 0's, for a local participant).
+    pub identity_plan: ProcessPlan,
+}
+
+/// Starts one emu-node per index in `procs`, authenticates each (pinned
+/// certificate, token), sends its plan and waits for its link addresses.
+pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, state: &mut FabricState) -> Result<Launched, LiveError> {
+    let identity = FabricIdentity::generate().map_err(|e| LiveError::Other(e.to_string()))?;
+    let token: String = {
+        use rand::Rng;
+        let mut r = rand::rng();
+        (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect()
+    };
+    let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
+    let server = identity.quic_server(quic::control_transport()).map_err(|e| LiveError::Other(e.to_string()))?;
+    let ep = quinn::Endpoint::server(server, "127.0.0.1:0".parse().map_err(|_| LiveError::Other("address".into()))?)
+        .map_err(io("control endpoint"))?;
+    let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
+    state.control = ctl_addr.to_string();
+    state.pin = identity.pin();
+    std::fs::create_dir_all(dir).map_err(io(format!("state directory {}", dir.display())))?;
+    let mut children = Vec::new();
+    for &p in procs {
+        let log = std::fs::File::create(dir.join(format!("emu-node-{p}.log"))).map_err(io("emu-node log"))?;
+        let log2 = log.try_clone().map_err(io("emu-node log"))?;
+        let child = tokio::process::Command::new(emu)
+            .args(["--control", &ctl_addr.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])
+            .env("WEFT_TOKEN", &token)
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(io(format!("starting {}", emu.display())))?;
+        state.processes.insert(p, child.id().unwrap_or(0));
+        children.push(child);
+    }
+    write_state(dir, state)?;
+    let epoch = emu_node::clock::monotonic_ns() + base.start_delay.as_nanos() as u64;
+    let plan_for = |process: u32| ProcessPlan {
+        process,
+        fabric: base.fabric.clone(),
+        epoch,
+        fabric_tag,
+        inter: base.inter,
+        spin_us: base.spin_us,
+        tap_queue_ns: 1_000_000,
+        netns_prefix: base.netns_prefix.clone(),
+        identity: identity.clone(),
+        seed: base.seed,
+    };
+    let nprocs = procs.len();
+    let max_proc = procs.iter().copied().max().unwrap_or(0);
+    let mut conns: BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while conns.len() < nprocs {
+        let inc = tokio::select! {
+            i = ep.accept() => i,
+            _ = tokio::time::sleep_until(deadline) => None,
+        };
+        let Some(inc) = inc else {
+            let logs = tail_logs(dir, max_proc + 1);
+            return Err(LiveError::Other(format!("emu-nodes did not all connect within 20 s{logs}")));
+        };
+        let Ok(conn) = inc.await else { continue };
+        let Ok((mut tx, mut rx)) = conn.accept_bi().await else { continue };
+        match control::recv::<ToOrchestrator>(&mut rx).await {
+            Ok(ToOrchestrator::Hello { token: t, process, version, .. })
+                if t == token && version == PROTOCOL_VERSION && procs.contains(&process) && !conns.contains_key(&process) =>
+            {
+                control::send(&mut tx, &ToNode::Plan(Box::new(plan_for(process)))).await.map_err(|e| LiveError::Other(e.to_string()))?;
+                conns.insert(process, (conn, tx, rx));
+            }
+            _ => {
+                let _ = control::send(&mut tx, &ToNode::Refused("bad token or protocol version".into())).await;
+                let _ = tx.finish();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                conn.close(1u32.into(), b"refused");
+            }
+        }
+    }
+    let mut addrs = Vec::new();
+    for (&p, (_, _, rx)) in conns.iter_mut() {
+        match control::recv::<ToOrchestrator>(rx).await {
+            Ok(ToOrchestrator::Bound(a)) => addrs.push(a),
+            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
+            Err(e) => return Err(LiveError::Node(p, format!("{e}{}", tail_logs(dir, max_proc + 1)))),
+        }
+    }
+    Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0) })
 }
 
 fn addrs_sorted(a: &mut [LinkAddrs]) -> usize {
@@ -799,4 +852,125 @@ pub fn describe_change(c: LinkChange) -> String {
         LinkChange::Rate(r) => format!("rate {r}"),
         LinkChange::Delay(d) => format!("delay {}", emu_node::time::format_duration(d)),
     }
+}
+
+/// The outcome of [`run_distributed`].
+pub struct DistributedRun {
+    /// State machines of the hosts (run in this process), by node id.
+    pub hosts: Vec<(emu_node::ids::NodeId, emu_node::engine::Node)>,
+    /// Results of the switches (run in the emu-node processes).
+    pub switches: Vec<emu_node::results::SwitchResult>,
+    /// Whether the run stopped at `until` with hosts still busy.
+    pub truncated: bool,
+    /// Fabric time at the end.
+    pub end: emu_node::time::Nanos,
+}
+
+/// Runs a synthetic workload in real time over several processes: the
+/// switches on `procs` emu-node processes (automatic placement), the hosts
+/// (given as `nodes`, the prepared state machines of every node) in this
+/// process, every host link crossing a process boundary over UDP. Stops
+/// when every host is idle, or at fabric time `until`.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_distributed(
+    fabric: &FabricSpec,
+    nodes: Vec<Option<emu_node::engine::Node>>,
+    procs: u32,
+    seed: u64,
+    spin_us: u32,
+    until: emu_node::time::Nanos,
+    capture: Option<(LinkId, PathBuf, u64)>,
+    progress: &mut dyn FnMut(emu_node::time::Nanos, u64),
+) -> Result<DistributedRun, LiveError> {
+    use emu_node::runtime::ProcessRuntime;
+    let exe = std::env::current_exe().map_err(io("current executable"))?;
+    let emu = exe.with_file_name("emu-node");
+    if !emu.exists() {
+        return Err(LiveError::NoEmuNode(emu.display().to_string()));
+    }
+    let mut f = fabric.clone();
+    auto_place(&mut f, procs.max(1));
+    for n in &mut f.nodes {
+        n.placement = if n.as_switch().is_some() { n.placement + 1 } else { 0 };
+    }
+    let dir = std::env::temp_dir().join(format!("weft-run-{}", std::process::id()));
+    let mut state = FabricState { topology: f.name.clone(), orchestrator: std::process::id(), ..Default::default() };
+    let base = PlanBase {
+        fabric: f.clone(),
+        inter: InterProcess::Udp,
+        spin_us,
+        netns_prefix: String::new(),
+        seed,
+        start_delay: Duration::from_secs(2),
+    };
+    let remote: Vec<u32> = (1..=procs.max(1)).collect();
+    let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;
+    let local_nodes: Vec<Option<emu_node::engine::Node>> =
+        nodes.into_iter().enumerate().map(|(i, n)| n.filter(|_| f.nodes[i].as_host().is_some())).collect();
+    let (mut rt, mine) = ProcessRuntime::bind(identity_plan, local_nodes, std::net::Ipv4Addr::LOCALHOST.into())
+        .await
+        .map_err(|e| LiveError::Other(e.to_string()))?;
+    addrs.push(mine);
+    for (_, tx, _) in conns.values_mut() {
+        control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
+    }
+    rt.connect(&addrs).await.map_err(|e| LiveError::Other(e.to_string()))?;
+    for (&p, (_, _, rx)) in conns.iter_mut() {
+        match control::recv::<ToOrchestrator>(rx).await {
+            Ok(ToOrchestrator::Running) => {}
+            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
+            Err(e) => return Err(LiveError::Node(p, e.to_string())),
+        }
+    }
+    rt.schedule_link_events(0);
+    if let Some((link, path, count)) = &capture {
+        rt.capture(*link, path, *count).map_err(|e| LiveError::Other(e.to_string()))?;
+    }
+    let mut idle_rounds = 0;
+    let mut truncated = false;
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = rt.scheduler().now();
+        let r = rt.report().await;
+        progress(now, r.actors.iter().map(|a| a.rx_frames).sum());
+        let idle = now > 0 && r.actors.iter().all(|a| a.idle) && rt.scheduler().pending() == 0;
+        idle_rounds = if idle { idle_rounds + 1 } else { 0 };
+        if idle_rounds >= 3 {
+            break;
+        }
+        if now >= until {
+            truncated = true;
+            break;
+        }
+    }
+    let end = rt.scheduler().now();
+    let mut switches = Vec::new();
+    for (&p, (conn, tx, rx)) in conns.iter_mut() {
+        control::send(tx, &ToNode::Finish).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
+        loop {
+            match control::recv::<ToOrchestrator>(rx).await {
+                Ok(ToOrchestrator::Finished(json)) => {
+                    let r: Vec<emu_node::results::SwitchResult> =
+                        serde_json::from_str(&json).map_err(|e| LiveError::Node(p, format!("malformed switch results: {e}")))?;
+                    switches.extend(r);
+                    conn.close(0u32.into(), b"done");
+                    break;
+                }
+                Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+                Ok(_) => {}
+                Err(e) => return Err(LiveError::Node(p, format!("lost before sending results: {e}"))),
+            }
+        }
+    }
+    let order: BTreeMap<&str, usize> = f.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    switches.sort_by_key(|s| order.get(s.name.as_str()).copied().unwrap_or(usize::MAX));
+    let hosts = rt.shutdown().await;
+    for mut c in children {
+        let _ = tokio::time::timeout(Duration::from_secs(3), c.wait()).await;
+        let _ = c.start_kill();
+    }
+    ep.close(0u32.into(), b"done");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(DistributedRun { hosts, switches, truncated, end })
 }

@@ -171,6 +171,11 @@ struct RunArgs {
     /// Real time: µs before a deadline the scheduler stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     spin_us: u32,
+    /// Real time: run the switches in N emu-node processes (hosts stay in
+    /// this process; every host link crosses processes over UDP). 0: all
+    /// in this process.
+    #[arg(long, default_value_t = 0)]
+    nodes: u32,
     /// Scheme or transport parameter (repeatable): --set ecmp.use_ports=false,
     /// --set dcqcn.rp_timer=55us, --set roce.payload=4000, --set irn.bdp=50KB
     /// (see `weft schemes`).
@@ -327,6 +332,9 @@ fn run(a: RunArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let outcome = match a.clock.as_str() {
         "virtual" => {
+            if a.nodes > 0 {
+                bail!("--nodes needs --clock real");
+            }
             if a.capture.is_some() {
                 bail!("--capture needs --clock real (or `weft capture` on a live fabric)");
             }
@@ -348,7 +356,7 @@ fn run(a: RunArgs) -> Result<()> {
                     Some((link.to_string(), PathBuf::from(file), 1000))
                 }
             };
-            let rt = experiment::RealTimeOptions { spin_us: a.spin_us, capture };
+            let rt = experiment::RealTimeOptions { spin_us: a.spin_us, capture, nodes: a.nodes };
             experiment::run_real(&topo, &opts, &rt, &mut |now, frames| {
                 bar.set_message(format!("real time {} | {} frames received by actors", format_duration(now), frames));
                 bar.tick();

@@ -459,19 +459,22 @@ fn capture_of_synthetic_roce_is_read_by_tshark_as_infiniband_bth() {
 fn synthetic_roce_in_real_time_delivers_the_same_bytes_as_virtual_time() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(unique("roce"));
-    let run = |clock: &str| -> serde_json::Value {
-        let out = dir.join(clock);
+    let run = |clock: &str, nodes: &str| -> serde_json::Value {
+        let out = dir.join(format!("{clock}{nodes}"));
         let o = Command::new(weft_bin())
             .args(["run", "leaf-spine-2x4-rt-synthetic", "--clock", clock, "--transport", "roce-irn", "--traffic", "permutation"])
-            .args(["--flow-size", "300KB", "--quiet", "--out"])
+            .args(["--flow-size", "300KB", "--quiet", "--nodes", nodes, "--out"])
             .arg(&out)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
     };
-    let v = run("virtual");
-    let r = run("real");
+    let v = run("virtual", "0");
+    let r = run("real", "0");
+    // Switches in an emu-node process, hosts in weft's: every frame crosses
+    // a process boundary twice.
+    let m = run("real", "1");
     let _ = std::fs::remove_dir_all(&dir);
     let bytes = |s: &serde_json::Value| -> Vec<(String, String, u64)> {
         let mut v: Vec<_> = s["flows"]
@@ -489,10 +492,13 @@ fn synthetic_roce_in_real_time_delivers_the_same_bytes_as_virtual_time() {
         v.sort();
         v
     };
-    let (bv, br) = (bytes(&v), bytes(&r));
+    let (bv, br, bm) = (bytes(&v), bytes(&r), bytes(&m));
     assert_eq!(bv.len(), 16);
     assert!(bv.iter().all(|f| f.2 == 300_000), "virtual time delivers every byte: {bv:?}");
     assert_eq!(bv, br, "real time delivers the same bytes per flow as virtual time");
+    assert_eq!(bv, bm, "real time across processes delivers the same bytes per flow as virtual time");
+    assert!(m["traffic"].as_str().unwrap_or("").contains("emu-node processes"), "{}", m["traffic"]);
+    assert_eq!(m["switches"].as_array().map(|s| s.len()), Some(6), "switch results come back from the emu-node");
 }
 
 #[test]

@@ -145,15 +145,15 @@ impl InboundTable {
         let frame = BytesMut::from(frame);
         if due <= sched.now() {
             self.late.fetch_add(1, Ordering::Relaxed);
-            let _ = actor.cast(NodeMsg::Frame { port, frame, due });
-        } else {
-            sched.at(
-                due,
-                Box::new(move |_| {
-                    let _ = actor.cast(NodeMsg::Frame { port, frame, due });
-                }),
-            );
         }
+        // Through the scheduler even when late: it orders by due time, so
+        // an earlier frame still held there is not overtaken.
+        sched.at(
+            due,
+            Box::new(move |_| {
+                let _ = actor.cast(NodeMsg::Frame { port, frame, due });
+            }),
+        );
     }
     /// Per-direction transport counters.
     pub fn report(&self) -> Vec<TransportReport> {
