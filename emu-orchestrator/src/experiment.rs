@@ -58,6 +58,10 @@ pub struct RunOptions {
     pub transport: Transport,
     /// Transport parameters (`dcqcn.g` → `0.004`, ...), see [`TRANSPORT_PARAMS`].
     pub transport_params: std::collections::BTreeMap<String, String>,
+    /// Scale the transports' time parameters (given for 100 Gbit/s) by
+    /// 100 Gbit/s / host rate (DESIGN 6.2; on by default in real time,
+    /// where wall-clock lag would otherwise fire µs timeouts spuriously).
+    pub scale_time_params: bool,
     /// An explicit flow list (name, text) in the ns-3 generator's format
     /// instead of `traffic` (see [`emu_node::workload::parse_flow_list`]).
     pub flow_list: Option<(String, String)>,
@@ -228,6 +232,7 @@ impl Default for RunOptions {
             flow_list: None,
             transport: Transport::Udp,
             transport_params: Default::default(),
+            scale_time_params: false,
         }
     }
 }
@@ -329,6 +334,11 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
                 return Err(RunError::Transport("--rate (constant bit rate) is for UDP hosts; TCP flows have a size".into()));
             }
             let mut tc = TcpConfig::default();
+            if opts.scale_time_params {
+                let k = 1e11 / host_rate.bps().max(1) as f64;
+                tc.min_rto = (tc.min_rto as f64 * k) as Nanos;
+                tc.initial_rto = (tc.initial_rto as f64 * k) as Nanos;
+            }
             apply_tcp_params(&mut tc, &opts.transport_params)?;
             HostTransport::Tcp(tc)
         }
@@ -340,6 +350,9 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             let scale = host_rate.bps() as f64 / 1e11;
             let scaled = |r: BitRate| BitRate(((r.bps() as f64) * scale).round().max(1.0) as u64);
             let mut rc = if t == Transport::RoceIrn { RoceConfig::irn(emu_node::fct::bdp_bytes(&fabric)) } else { RoceConfig::lossless() };
+            if opts.scale_time_params {
+                scale_roce_times(&mut rc, 1.0 / scale);
+            }
             rc.dcqcn.rai = scaled(rc.dcqcn.rai);
             rc.dcqcn.rhai = scaled(rc.dcqcn.rhai);
             rc.dcqcn.min_rate = scaled(rc.dcqcn.min_rate);
@@ -454,6 +467,22 @@ pub fn compare(topo: &Topology, base: &RunOptions, schemes: &[String], loads: &[
     results.into_inner().unwrap_or_default().into_iter().flatten().collect()
 }
 
+/// Multiplies every time parameter of a RoCE configuration by `k`
+/// (DESIGN 6.2: they are given for the 100 Gbit/s reference rate).
+pub fn scale_roce_times(rc: &mut RoceConfig, k: f64) {
+    let s = |t: &mut Nanos| *t = (*t as f64 * k).round() as Nanos;
+    s(&mut rc.nak_interval);
+    s(&mut rc.gbn_timeout);
+    s(&mut rc.dcqcn.alpha_interval);
+    s(&mut rc.dcqcn.decrease_interval);
+    s(&mut rc.dcqcn.rp_timer);
+    s(&mut rc.dcqcn.cnp_interval);
+    if let Recovery::Irn { rto_low, rto_high, .. } = &mut rc.recovery {
+        s(rto_low);
+        s(rto_high);
+    }
+}
+
 /// Options of a real-time run (`weft run --clock real`).
 #[derive(Debug, Clone, Default)]
 pub struct RealTimeOptions {
@@ -524,9 +553,10 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         summary.set_switches(run.switches);
         summary.simulated_ns = run.end;
         summary.traffic = format!(
-            "{traffic} (real time over {} emu-node processes, {} of fabric time)",
+            "{traffic} (real time over {} emu-node processes, {} of fabric time, {} frames lost by the inter-process transport)",
             rt_opts.nodes,
-            emu_node::time::format_duration(run.end)
+            emu_node::time::format_duration(run.end),
+            run.transport_lost
         );
         return Ok(RunOutcome { summary, wall, truncated: run.truncated });
     }

@@ -864,6 +864,8 @@ pub struct DistributedRun {
     pub truncated: bool,
     /// Fabric time at the end.
     pub end: emu_node::time::Nanos,
+    /// Frames the inter-process transport lost (last reports).
+    pub transport_lost: u64,
 }
 
 /// Runs a synthetic workload in real time over several processes: the
@@ -945,7 +947,10 @@ pub async fn run_distributed(
         }
     }
     let end = rt.scheduler().now();
+    let local = rt.report().await;
+    let mut transport_lost: u64 = local.transport.iter().map(|t| t.seq.lost).sum();
     let mut switches = Vec::new();
+    let mut last_reports = BTreeMap::new();
     for (&p, (conn, tx, rx)) in conns.iter_mut() {
         control::send(tx, &ToNode::Finish).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
         loop {
@@ -958,11 +963,15 @@ pub async fn run_distributed(
                     break;
                 }
                 Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+                Ok(ToOrchestrator::Report(r)) => {
+                    last_reports.insert(p, r);
+                }
                 Ok(_) => {}
                 Err(e) => return Err(LiveError::Node(p, format!("lost before sending results: {e}"))),
             }
         }
     }
+    transport_lost += last_reports.values().map(|r: &Box<ProcessReport>| r.transport.iter().map(|t| t.seq.lost).sum::<u64>()).sum::<u64>();
     let order: BTreeMap<&str, usize> = f.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     switches.sort_by_key(|s| order.get(s.name.as_str()).copied().unwrap_or(usize::MAX));
     let hosts = rt.shutdown().await;
@@ -972,5 +981,5 @@ pub async fn run_distributed(
     }
     ep.close(0u32.into(), b"done");
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(DistributedRun { hosts, switches, truncated, end })
+    Ok(DistributedRun { hosts, switches, truncated, end, transport_lost })
 }

@@ -171,6 +171,10 @@ struct RunArgs {
     /// Real time: µs before a deadline the scheduler stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     spin_us: u32,
+    /// Real time: keep the transports' time parameters at their 100 Gbit/s
+    /// values instead of scaling them by 100 Gbit/s / host rate (DESIGN 6.2).
+    #[arg(long)]
+    no_scale_params: bool,
     /// Real time: run the switches in N emu-node processes (hosts stay in
     /// this process; every host link crosses processes over UDP). 0: all
     /// in this process.
@@ -312,6 +316,7 @@ fn run(a: RunArgs) -> Result<()> {
         },
         transport: a.transport.parse().map_err(anyhow::Error::msg)?,
         transport_params,
+        scale_time_params: a.clock == "real" && !a.no_scale_params,
         workload: match &a.workload {
             None => None,
             Some(w) => Some(WorkloadOptions {
@@ -322,6 +327,16 @@ fn run(a: RunArgs) -> Result<()> {
             }),
         },
     };
+    if opts.scale_time_params {
+        let rate = topo.fabric.hosts().first().and_then(|h| topo.fabric.nodes[h.index()].ports.first()).map(|p| p.rate);
+        if let Some(r) = rate {
+            eprintln!(
+                "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links (100 Gbit/s reference, DESIGN 6.2); scheme `ecmp` has none",
+                1e11 / r.bps().max(1) as f64,
+                r
+            );
+        }
+    }
     if opts.flow_size == 0 && opts.rate.is_none() {
         bail!("--flow-size must be larger than 0");
     }
@@ -395,6 +410,7 @@ fn compare(a: CompareArgs) -> Result<()> {
         seed: a.seed,
         params,
         transport_params,
+        scale_time_params: false,
         transport: a.transport.parse().map_err(anyhow::Error::msg)?,
         workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
         ..RunOptions::default()

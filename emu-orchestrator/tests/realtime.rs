@@ -472,9 +472,9 @@ fn synthetic_roce_in_real_time_delivers_the_same_bytes_as_virtual_time() {
     };
     let v = run("virtual", "0");
     let r = run("real", "0");
-    // Switches in an emu-node process, hosts in weft's: every frame crosses
-    // a process boundary twice.
-    let m = run("real", "1");
+    // Switches in three emu-node processes, hosts in weft's: every frame
+    // crosses two to four process boundaries.
+    let m = run("real", "3");
     let _ = std::fs::remove_dir_all(&dir);
     let bytes = |s: &serde_json::Value| -> Vec<(String, String, u64)> {
         let mut v: Vec<_> = s["flows"]
