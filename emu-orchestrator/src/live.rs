@@ -950,7 +950,7 @@ pub async fn run_distributed(
     let local = rt.report().await;
     let mut transport_lost: u64 = local.transport.iter().map(|t| t.seq.lost).sum();
     let mut switches = Vec::new();
-    let mut last_reports = BTreeMap::new();
+    let mut last_reports: BTreeMap<u32, Box<ProcessReport>> = BTreeMap::new();
     for (&p, (conn, tx, rx)) in conns.iter_mut() {
         control::send(tx, &ToNode::Finish).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
         loop {
@@ -971,7 +971,7 @@ pub async fn run_distributed(
             }
         }
     }
-    transport_lost += last_reports.values().map(|r: &Box<ProcessReport>| r.transport.iter().map(|t| t.seq.lost).sum::<u64>()).sum::<u64>();
+    transport_lost += last_reports.values().map(|r| r.transport.iter().map(|t| t.seq.lost).sum::<u64>()).sum::<u64>();
     let order: BTreeMap<&str, usize> = f.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     switches.sort_by_key(|s| order.get(s.name.as_str()).copied().unwrap_or(usize::MAX));
     let hosts = rt.shutdown().await;
