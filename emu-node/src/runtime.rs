@@ -253,7 +253,7 @@ impl ProcessRuntime {
         }
         let udp = big_buffer_socket(bind_ip).and_then(|s| tokio::net::UdpSocket::from_std(s).map_err(io("UDP link socket")));
         let quic = plan.identity.quic_server(quic::link_transport()).map_err(RuntimeError::from).and_then(|sc| {
-            let sock = std::net::UdpSocket::bind((bind_ip, 0)).map_err(io("QUIC link socket"))?;
+            let sock = big_buffer_socket(bind_ip)?;
             quinn::Endpoint::new(quic::endpoint_config(), Some(sc), sock, Arc::new(quinn::TokioRuntime)).map_err(io("QUIC endpoint"))
         });
         let inbound = Arc::new(InboundTable::new(plan.fabric_tag));

@@ -19,9 +19,9 @@ pub struct UpArgs {
     /// Use the topology's [placement] table instead of the automatic placement.
     #[arg(long)]
     pub placement: Option<PathBuf>,
-    /// Transport between emu-node processes: udp, or quic (TLS; loses more
-    /// datagrams under load on this machine, see BENCHMARKS.md).
-    #[arg(long, default_value = "udp")]
+    /// Transport between emu-node processes: quic (TLS 1.3, fabric
+    /// certificate) or udp (fabric tag only).
+    #[arg(long, default_value = "quic")]
     pub links: String,
     /// Scheme for every switch (default: as in the topology).
     #[arg(long)]

@@ -42,9 +42,9 @@ pub enum LinkChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum InterProcess {
     /// QUIC datagrams (quinn), TLS with the fabric certificate.
+    #[default]
     Quic,
     /// Plain UDP datagrams (fabric tag checked).
-    #[default]
     Udp,
 }
 

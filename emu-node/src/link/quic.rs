@@ -6,6 +6,10 @@
 //! port's serializer is the only rate limit. Frames ride in QUIC datagrams
 //! (unreliable, unordered: loss is counted, never retransmitted), so the
 //! MTU is raised for loopback (a 1500 B IP MTU frame + headers must fit).
+//! UDP segmentation offload is off: with it, quinn on loopback lost several
+//! per cent of the datagrams under load (measured: 2 000–16 000 of ~100 000
+//! frames per iperf3 run; none without it), and TCP through the fabric
+//! collapsed.
 
 use quinn::congestion::{Controller, ControllerFactory};
 use std::sync::Arc;
@@ -54,6 +58,7 @@ pub fn link_transport() -> Arc<quinn::TransportConfig> {
     t.datagram_receive_buffer_size(Some(64 << 20));
     t.datagram_send_buffer_size(64 << 20);
     t.keep_alive_interval(Some(Duration::from_millis(500)));
+    t.enable_segmentation_offload(false);
     t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(5000))));
     Arc::new(t)
 }
