@@ -199,7 +199,7 @@ fn tcp_through_three_processes(links: &str) {
     // TCP works end to end across processes. The goal of >= 90 % of
     // 1 Gbit/s is NOT reached on this 2-core machine (see BENCHMARKS.md,
     // "Real time"); this floor only checks that the path carries TCP.
-    assert!(bps >= 50e6, "TCP across 3 processes only reached {bps} bit/s");
+    assert!(bps >= 150e6, "TCP across 3 processes only reached {bps} bit/s");
     // The transport lost nothing it could not count: per-direction counters exist.
     let st = f.status();
     let transports: usize =
