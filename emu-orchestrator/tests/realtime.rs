@@ -462,6 +462,63 @@ fn capture_of_synthetic_roce_is_read_by_tshark_as_infiniband_bth() {
 }
 
 #[test]
+fn weft_capture_of_a_live_link_is_read_by_tshark_with_bth_fields() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "tshark", "bash"]) {
+        return;
+    }
+    let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "2"]);
+    let pcap = f.dir.join("live.pcap");
+    let out = f.ok(&["capture", "h0-leaf0", "--pcap", pcap.to_str().unwrap(), "--count", "6"]);
+    assert!(out.contains("capturing 6 frames of h0-leaf0"), "{out}");
+    // RoCEv2 SEND Only (BTH opcode 4, dest QP 0x11, PSN 5) from inside h0,
+    // with bash's /dev/udp: UDP port 4791 decodes as InfiniBand in tshark.
+    for _ in 0..3 {
+        let o = f
+            .exec(
+                "h0",
+                &[
+                    "bash",
+                    "-c",
+                    r#"printf '\x04\x00\xff\xff\x00\x00\x00\x11\x80\x00\x00\x05ABCDEFGHIJKLMNOP\x00\x00\x00\x00' > /dev/udp/10.0.1.2/4791"#,
+                ],
+            )
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut rows = Vec::new();
+    while Instant::now() < until {
+        let t = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args([
+                "-Y",
+                "infiniband",
+                "-T",
+                "fields",
+                "-e",
+                "infiniband.bth.opcode",
+                "-e",
+                "infiniband.bth.destqp",
+                "-e",
+                "infiniband.bth.psn",
+            ])
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        rows = String::from_utf8_lossy(&t.stdout).lines().map(str::to_string).collect();
+        if rows.len() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(rows.len() >= 3 && rows.iter().all(|r| r == "4\t0x000011\t5"), "tshark BTH fields: {rows:?}");
+    assert!(f.run(&["capture", "no-such-link", "--pcap", "/tmp/x.pcap"]).status.code() == Some(1), "an unknown link is an error");
+}
+
+#[test]
 fn synthetic_roce_in_real_time_delivers_the_same_bytes_as_virtual_time() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(unique("roce"));
