@@ -14,43 +14,25 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// One process of a real-time weft fabric (started by `weft up` / `weft run
+/// --clock real`; the fabric token comes in the environment variable
+/// WEFT_TOKEN).
+#[derive(clap::Parser)]
+#[command(name = "emu-node", version)]
 struct Args {
+    /// The orchestrator's control endpoint (QUIC).
+    #[arg(long, value_name = "ADDR:PORT")]
     control: SocketAddr,
+    /// SHA-256 (hex) of the fabric certificate the orchestrator presents.
+    #[arg(long, value_name = "SHA256")]
     pin: String,
+    /// This process's index in the fabric's placement.
+    #[arg(long, value_name = "N")]
     process: u32,
 }
 
-const USAGE: &str = "usage: emu-node --control ADDR:PORT --pin SHA256 --process N   (token in WEFT_TOKEN; started by `weft up`)";
-
-fn parse_args() -> Result<Args, String> {
-    let mut control = None;
-    let mut pin = None;
-    let mut process = None;
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
-        match a.as_str() {
-            "--control" => control = Some(val()?.parse::<SocketAddr>().map_err(|e| format!("--control: {e}"))?),
-            "--pin" => pin = Some(val()?),
-            "--process" => process = Some(val()?.parse::<u32>().map_err(|e| format!("--process: {e}"))?),
-            "-h" | "--help" => return Err(USAGE.to_string()),
-            o => return Err(format!("unknown argument `{o}`\n{USAGE}")),
-        }
-    }
-    match (control, pin, process) {
-        (Some(control), Some(pin), Some(process)) => Ok(Args { control, pin, process }),
-        _ => Err(USAGE.to_string()),
-    }
-}
-
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = <Args as clap::Parser>::parse();
     let token = std::env::var("WEFT_TOKEN").unwrap_or_default();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
