@@ -296,19 +296,21 @@ fn ping_rtt_matches_configured_delay_and_serialization() {
     // the ToR does proxy ARP and routes.
     let local = ping_rtts(&f, "h0", "10.0.0.3", 10);
     assert!(local[0] >= 4.0 * per_hop_ms, "same-leaf RTT {} ms", local[0]);
-    // A 2 ms delay on one link in the path adds 4 ms of RTT (within 10 %).
+    // +2 ms on one link of the path: the same bounds around a path 4 ms longer.
     f.ok(&["link", "h8-leaf1", "delay", "2010us"]);
     let slow = ping_rtts(&f, "h0", "10.0.1.2", 40);
-    // Lag only ever adds, so the minima are the best estimates of the
-    // emulated path; their difference is the added delay.
-    let added = slow[0] - base[0];
+    let slow_expected = expected + 4.0;
+    let slow_median = slow[slow.len() / 2];
     eprintln!(
-        "with +2 ms on h8-leaf1: min {:.3} ms, median {:.3} ms, added (min) {added:.3} ms (expected 4.000)",
+        "with +2 ms on h8-leaf1: min {:.3} ms, median {slow_median:.3} ms, configured {slow_expected:.3} ms (added by minima {:.3} ms)",
         slow[0],
-        slow[slow.len() / 2]
+        slow[0] - base[0]
     );
-    assert!((added - 4.0).abs() <= 0.4, "added RTT {added} ms, expected 4 ms within 10 %");
-    assert!(slow[0] >= expected + 4.0, "min RTT {} below configured {}", slow[0], expected + 4.0);
+    assert!(slow[0] >= slow_expected, "RTT {} ms below the configured {slow_expected} ms", slow[0]);
+    assert!(
+        slow_median <= slow_expected * 1.1 + RTT_CONSTANT_MS,
+        "median RTT {slow_median} ms > {slow_expected} ms + 10 % + {RTT_CONSTANT_MS} ms"
+    );
 }
 
 #[test]
@@ -370,21 +372,15 @@ fn link_down_moves_ecmp_traffic_and_iperf3_keeps_running() {
     let sum = received_bps(&serde_json::from_slice(&o1.stdout).unwrap_or_default())
         + received_bps(&serde_json::from_slice(&o2.stdout).unwrap_or_default());
     assert!(sum <= 1.01e9, "two flows sharing h8's 1 Gbit/s link got {sum} bit/s together");
-    // After `up` the link forwards again.
+    // After `up` the link forwards again: 64 UDP datagrams from as many
+    // source ports (bash picks a fresh one per redirect) hash over all four
+    // uplinks; none on the restored spine has probability 0.75^64.
     let e = spine_rx(&f);
-    let mut s3 = iperf_server(&f, "h8", 5205);
-    for port in 41000..41016u16 {
-        let _ = f.exec("h0", &["iperf3", "-c", "10.0.1.2", "-p", "5205", "-n", "20K", "--cport", &port.to_string()]).output();
-        let _ = iperf_server_restart(&f, &mut s3);
-    }
+    let o = f.exec("h0", &["bash", "-c", "for i in $(seq 64); do printf x > /dev/udp/10.0.1.2/9; done"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::thread::sleep(Duration::from_millis(700));
     let g = spine_rx(&f);
     assert!(g[busy] > e[busy], "restored link carries traffic again: {e:?} -> {g:?}");
-}
-
-fn iperf_server_restart(f: &Fabric, s: &mut std::process::Child) -> std::io::Result<()> {
-    let _ = s.wait();
-    *s = iperf_server(f, "h8", 5205);
-    Ok(())
 }
 
 #[test]
