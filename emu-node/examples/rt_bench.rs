@@ -13,7 +13,7 @@
 //! `cargo run --release -p emu-node --example rt_bench`
 
 use bytes::BytesMut;
-use emu_node::actor::{Egress, NodeActor, NodeActorArgs, NodeMsg, PortBinding};
+use emu_node::actor::{Egress, Inbox, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
 use emu_node::clock::{FabricClock, SchedulerTask};
 use emu_node::engine::Node;
 use emu_node::fabric::FabricSpec;
@@ -58,27 +58,29 @@ struct SinkStats {
 struct Sink;
 impl Actor for Sink {
     type Msg = NodeMsg;
-    type State = (Arc<Mutex<SinkStats>>, emu_node::clock::DeadlineScheduler);
-    type Arguments = (Arc<Mutex<SinkStats>>, emu_node::clock::DeadlineScheduler);
+    type State = (Arc<Mutex<SinkStats>>, emu_node::clock::DeadlineScheduler, Arc<Inbox>);
+    type Arguments = (Arc<Mutex<SinkStats>>, emu_node::clock::DeadlineScheduler, Arc<Inbox>);
     async fn pre_start(&self, _me: ActorRef<NodeMsg>, a: Self::Arguments) -> Result<Self::State, ActorProcessingErr> {
         Ok(a)
     }
     async fn handle(&self, _me: ActorRef<NodeMsg>, msg: NodeMsg, st: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        if let NodeMsg::Frame { due, .. } = msg {
+        if let NodeMsg::Drain = msg {
             let now = st.1.now();
-            if let Ok(mut s) = st.0.lock() {
-                s.frames += 1;
-                s.lag.record(due, now);
-                let t = Instant::now();
-                s.first.get_or_insert(t);
-                s.last = Some(t);
+            while let Some((_, _, due)) = st.2.pop() {
+                if let Ok(mut s) = st.0.lock() {
+                    s.frames += 1;
+                    s.lag.record(due, now);
+                    let t = Instant::now();
+                    s.first.get_or_insert(t);
+                    s.last = Some(t);
+                }
             }
         }
         Ok(())
     }
 }
 
-async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, ActorRef<NodeMsg>, Arc<Mutex<SinkStats>>, FabricSpec) {
+async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, NodeHandle, Arc<Mutex<SinkStats>>, FabricSpec) {
     let f = emu_node::fabric::leaf_pair(1, 8, rate);
     let target = TargetProfile::tofino2();
     let cfg = SwitchConfig {
@@ -93,10 +95,13 @@ async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, ActorRef<NodeMsg>
     let task = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(spin_us)).expect("scheduler");
     let sched = task.scheduler();
     let stats = Arc::new(Mutex::new(SinkStats::default()));
-    let (sink, _) = Actor::spawn(None, Sink, (stats.clone(), sched.clone())).await.expect("sink");
-    let (sw_ref, _) = Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone() })
-        .await
-        .expect("switch actor");
+    let sink_inbox = Arc::new(Inbox::default());
+    let (sink, _) = Actor::spawn(None, Sink, (stats.clone(), sched.clone(), sink_inbox.clone())).await.expect("sink");
+    let sink = NodeHandle::new(sink, sink_inbox);
+    let inbox = Arc::new(Inbox::default());
+    let args = NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone(), inbox: inbox.clone() };
+    let (sw_ref, _) = Actor::spawn(None, NodeActor, args).await.expect("switch actor");
+    let sw_ref = NodeHandle::new(sw_ref, inbox);
     let ports = f.nodes[0]
         .ports
         .iter()
@@ -109,7 +114,7 @@ async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, ActorRef<NodeMsg>
             capture: None,
         })
         .collect();
-    let _ = sw_ref.cast(NodeMsg::Bind(ports));
+    let _ = sw_ref.actor.cast(NodeMsg::Bind(ports));
     (task, sw_ref, stats, f)
 }
 
@@ -125,7 +130,7 @@ fn main() {
         while start.elapsed() < Duration::from_secs(3) {
             for fr in frames.iter().take(256) {
                 let now = sched.now();
-                let _ = sw.cast(NodeMsg::Frame { port: PortId(0), frame: fr.clone(), due: now });
+                sw.deliver(PortId(0), fr.clone(), now);
                 sent += 1;
             }
             tokio::task::yield_now().await;
@@ -155,7 +160,7 @@ fn main() {
             sched.at(
                 due,
                 Box::new(move |_| {
-                    let _ = sw.cast(NodeMsg::Frame { port: PortId(0), frame: fr, due });
+                    sw.deliver(PortId(0), fr, due);
                 }),
             );
         }

@@ -34,7 +34,58 @@ use crate::time::Nanos;
 use bytes::BytesMut;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+
+/// Frames waiting for an actor. Deliveries push here and wake the actor
+/// with one [`NodeMsg::Drain`] only when the inbox was empty, so under load
+/// one actor message carries many frames.
+#[derive(Default)]
+pub struct Inbox {
+    q: Mutex<VecDeque<(PortId, BytesMut, Nanos)>>,
+}
+
+impl Inbox {
+    /// The oldest waiting frame (port, frame, due).
+    pub fn pop(&self) -> Option<(PortId, BytesMut, Nanos)> {
+        self.q.lock().ok()?.pop_front()
+    }
+}
+
+/// How to reach a node actor: its reference and its frame inbox.
+#[derive(Clone)]
+pub struct NodeHandle {
+    /// The actor (control messages).
+    pub actor: ActorRef<NodeMsg>,
+    inbox: Arc<Inbox>,
+}
+
+impl std::fmt::Debug for NodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeHandle").field("actor", &self.actor.get_id()).finish()
+    }
+}
+
+impl NodeHandle {
+    /// A handle for `actor`, whose frames go through `inbox`.
+    pub fn new(actor: ActorRef<NodeMsg>, inbox: Arc<Inbox>) -> Self {
+        NodeHandle { actor, inbox }
+    }
+    /// Delivers a frame to `port`, due at `due` (in order with the other
+    /// frames delivered through this handle's inbox).
+    pub fn deliver(&self, port: PortId, frame: BytesMut, due: Nanos) {
+        let first = match self.inbox.q.lock() {
+            Ok(mut q) => {
+                q.push_back((port, frame, due));
+                q.len() == 1
+            }
+            Err(_) => return,
+        };
+        if first {
+            let _ = self.actor.cast(NodeMsg::Drain);
+        }
+    }
+}
 
 /// Where a port's frames go.
 #[derive(Clone)]
@@ -44,7 +95,7 @@ pub enum Egress {
     /// An actor of this process.
     Local {
         /// Peer actor.
-        peer: ActorRef<NodeMsg>,
+        peer: NodeHandle,
         /// Its port.
         port: PortId,
     },
@@ -134,6 +185,8 @@ pub enum NodeMsg {
         /// When it was due.
         due: Nanos,
     },
+    /// Frames are waiting in the actor's [`Inbox`].
+    Drain,
     /// A timer armed for `due`.
     Timer {
         /// When it was due.
@@ -189,6 +242,8 @@ pub struct NodeActorArgs {
     pub node: Box<Node>,
     /// The process's scheduler.
     pub scheduler: DeadlineScheduler,
+    /// The actor's frame inbox (shared with its [`NodeHandle`]s).
+    pub inbox: Arc<Inbox>,
 }
 
 /// State of [`NodeActor`].
@@ -204,6 +259,7 @@ pub struct NodeActorState {
     datagram: Vec<u8>,
     /// The latest time handed to the state machine: time never goes back.
     last: Nanos,
+    inbox: Arc<Inbox>,
 }
 
 fn node_name(n: &Node) -> String {
@@ -216,6 +272,39 @@ fn node_name(n: &Node) -> String {
 }
 
 impl NodeActorState {
+    fn on_frame(&mut self, wall: Nanos, port: PortId, frame: BytesMut, due: Nanos) {
+        let now = due.min(wall).max(self.last);
+        self.lag.record(due, wall);
+        self.report.rx_frames += 1;
+        if let Some(p) = self.ports.get(port.index()) {
+            if !p.up {
+                self.report.link_down_drops += 1;
+                return;
+            }
+            if let Some(c) = &p.capture {
+                if let Ok(mut c) = c.lock() {
+                    c.record(&frame);
+                }
+            }
+        }
+        if let Some(n) = self.node.as_mut() {
+            // Virtual-time order: deadlines of the state machine that fall
+            // before this frame run first, at their own time (a port that
+            // became free at t starts its next frame at t).
+            let mut prev = None;
+            while let Some(t) = n.poll_timeout() {
+                if t > now || prev == Some(t) {
+                    break;
+                }
+                prev = Some(t);
+                self.last = self.last.max(t);
+                n.handle_timeout(self.last, &mut self.out);
+            }
+            n.handle_frame(now, port, frame, &mut self.out);
+        }
+        self.last = self.last.max(now);
+    }
+
     fn flush(&mut self, me: &ActorRef<NodeMsg>) {
         let mut out = std::mem::take(&mut self.out);
         for t in out.drain(..) {
@@ -258,7 +347,7 @@ impl NodeActorState {
                 self.sched.at(
                     due,
                     Box::new(move |_| {
-                        let _ = peer.cast(NodeMsg::Frame { port, frame, due });
+                        peer.deliver(port, frame, due);
                     }),
                 );
             }
@@ -295,6 +384,7 @@ impl Actor for NodeActor {
             out: Vec::new(),
             datagram: Vec::with_capacity(2048),
             last: 0,
+            inbox: args.inbox,
         })
     }
 
@@ -306,40 +396,19 @@ impl Actor for NodeActor {
         // between two frames a port sends: rates stay exact and lag does not
         // accumulate).
         let now = match &msg {
-            NodeMsg::Frame { due, .. } | NodeMsg::Timer { due } => (*due).min(wall),
+            NodeMsg::Timer { due } => (*due).min(wall),
             _ => wall,
         }
         .max(st.last);
         match msg {
             NodeMsg::Bind(ports) => st.ports = ports,
-            NodeMsg::Frame { port, frame, due } => {
-                st.lag.record(due, wall);
-                st.report.rx_frames += 1;
-                if let Some(p) = st.ports.get(port.index()) {
-                    if !p.up {
-                        st.report.link_down_drops += 1;
-                        return Ok(());
-                    }
-                    if let Some(c) = &p.capture {
-                        if let Ok(mut c) = c.lock() {
-                            c.record(&frame);
-                        }
-                    }
-                }
-                if let Some(n) = st.node.as_mut() {
-                    // Virtual-time order: deadlines of the state machine that
-                    // fall before this frame run first, at their own time (a
-                    // port that became free at t starts its next frame at t).
-                    let mut prev = None;
-                    while let Some(t) = n.poll_timeout() {
-                        if t > now || prev == Some(t) {
-                            break;
-                        }
-                        prev = Some(t);
-                        st.last = st.last.max(t);
-                        n.handle_timeout(st.last, &mut st.out);
-                    }
-                    n.handle_frame(now, port, frame, &mut st.out);
+            NodeMsg::Frame { port, frame, due } => st.on_frame(wall, port, frame, due),
+            NodeMsg::Drain => {
+                // Each frame's output leaves before the next is handled, as
+                // if each had come in its own message.
+                while let Some((port, frame, due)) = st.inbox.pop() {
+                    st.on_frame(wall, port, frame, due);
+                    st.flush(&me);
                 }
             }
             NodeMsg::Timer { due } => {
@@ -350,8 +419,10 @@ impl Actor for NodeActor {
                 if let Some(n) = st.node.as_mut() {
                     n.handle_timeout(now, &mut st.out);
                 }
+                st.last = now;
             }
             NodeMsg::Link { port, change } => {
+                st.last = now;
                 if let Some(p) = st.ports.get_mut(port.index()) {
                     match change {
                         LinkChange::Down | LinkChange::Up => {
@@ -399,7 +470,6 @@ impl Actor for NodeActor {
                 return Ok(());
             }
         }
-        st.last = st.last.max(now);
         st.flush(&me);
         Ok(())
     }

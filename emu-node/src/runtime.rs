@@ -14,7 +14,7 @@
 //! a link change reaches both ends that live here; [`ProcessRuntime::shutdown`]
 //! deletes every namespace this process created.
 
-use crate::actor::{ActorReport, Capture, Egress, NodeActor, NodeActorArgs, NodeMsg, PortBinding};
+use crate::actor::{ActorReport, Capture, Egress, Inbox, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
 use crate::clock::{DeadlineScheduler, FabricClock, SchedulerTask};
 use crate::engine::Node;
 use crate::fabric::{FabricSpec, HostKind, LinkAction};
@@ -188,7 +188,7 @@ pub struct ProcessRuntime {
     plan: ProcessPlan,
     _scheduler: SchedulerTask,
     sched: DeadlineScheduler,
-    actors: BTreeMap<NodeId, ActorRef<NodeMsg>>,
+    actors: BTreeMap<NodeId, NodeHandle>,
     taps: Vec<TapEnd>,
     udp: Arc<tokio::net::UdpSocket>,
     quic: quinn::Endpoint,
@@ -241,9 +241,12 @@ impl ProcessRuntime {
                 continue;
             }
             let Some(node) = nodes.get_mut(i).and_then(Option::take) else { continue };
-            match Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(node), scheduler: sched.clone() }).await {
+            let inbox = Arc::new(Inbox::default());
+            match Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(node), scheduler: sched.clone(), inbox: inbox.clone() })
+                .await
+            {
                 Ok((a, _)) => {
-                    actors.insert(id, a);
+                    actors.insert(id, NodeHandle::new(a, inbox));
                 }
                 Err(e) => {
                     rt_err = Some(RuntimeError::Spawn(spec.name.clone(), e.to_string()));
@@ -374,7 +377,7 @@ impl ProcessRuntime {
                 };
                 ports.push(PortBinding { egress, link: p.link, dir, delay: l.delay, up: true, capture: None });
             }
-            let _ = actor.cast(NodeMsg::Bind(ports));
+            let _ = actor.actor.cast(NodeMsg::Bind(ports));
         }
         self.inbound = Arc::new(table);
         // Receivers.
@@ -424,7 +427,7 @@ impl ProcessRuntime {
         if let Some(l) = self.plan.fabric.links.get(link.index()) {
             for (node, port) in [l.a, l.b] {
                 if let Some(a) = self.actors.get(&node) {
-                    ends.actors.push((a.clone(), port));
+                    ends.actors.push((a.actor.clone(), port));
                 } else if let Some(t) = self.taps.iter().find(|t| t.node == node) {
                     ends.nics.push(t.nic.clone());
                 }
@@ -459,7 +462,7 @@ impl ProcessRuntime {
         };
         let cap = Capture::create(path, count).map_err(io(format!("capture file {}", path.display())))?;
         if let Some(a) = self.actors.get(&node) {
-            let _ = a.cast(NodeMsg::Capture { port, capture: Arc::new(Mutex::new(cap)) });
+            let _ = a.actor.cast(NodeMsg::Capture { port, capture: Arc::new(Mutex::new(cap)) });
         }
         Ok(true)
     }
@@ -468,7 +471,7 @@ impl ProcessRuntime {
     pub async fn report(&self) -> ProcessReport {
         let mut actors = Vec::new();
         for a in self.actors.values() {
-            if let Ok(r) = a.call(NodeMsg::Report, Some(Duration::from_secs(1))).await {
+            if let Ok(r) = a.actor.call(NodeMsg::Report, Some(Duration::from_secs(1))).await {
                 if let Ok(r) = r.success_or(()) {
                     actors.push(r);
                 }
@@ -505,7 +508,7 @@ impl ProcessRuntime {
     pub async fn shutdown(&mut self) -> Vec<(NodeId, Node)> {
         let mut nodes = Vec::new();
         for (&id, a) in &self.actors {
-            if let Ok(r) = a.call(NodeMsg::Finish, Some(Duration::from_secs(2))).await {
+            if let Ok(r) = a.actor.call(NodeMsg::Finish, Some(Duration::from_secs(2))).await {
                 if let Ok(Some(n)) = r.success_or(()) {
                     nodes.push((id, *n));
                 }

@@ -14,7 +14,7 @@
 //! `delay` after their last bit. Invariant: the frames a host sends never
 //! exceed its link rate over any window.
 
-use crate::actor::NodeMsg;
+use crate::actor::NodeHandle;
 use crate::clock::DeadlineScheduler;
 use crate::fabric::HostSpec;
 use crate::ids::PortId;
@@ -22,7 +22,6 @@ use crate::link::LinkChange;
 use crate::serializer::Serializer;
 use crate::time::{BitRate, Nanos};
 use bytes::BytesMut;
-use ractor::ActorRef;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -245,7 +244,7 @@ pub async fn run_tap_reader(
     tun: Arc<tokio_tun::Tun>,
     nic: Arc<Mutex<TapNic>>,
     counters: Arc<TapCounters>,
-    tor: ActorRef<NodeMsg>,
+    tor: NodeHandle,
     tor_port: PortId,
     sched: DeadlineScheduler,
 ) {
@@ -271,7 +270,7 @@ pub async fn run_tap_reader(
         sched.at(
             due,
             Box::new(move |_| {
-                let _ = tor.cast(NodeMsg::Frame { port: tor_port, frame, due });
+                tor.deliver(tor_port, frame, due);
             }),
         );
     }

@@ -8,11 +8,10 @@
 //! its due time.
 
 use super::header::{LinkHeader, SequenceTracker};
-use crate::actor::NodeMsg;
+use crate::actor::NodeHandle;
 use crate::clock::DeadlineScheduler;
 use crate::ids::PortId;
 use bytes::{Bytes, BytesMut};
-use ractor::ActorRef;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -82,7 +81,7 @@ impl RemoteSender {
 #[derive(Debug)]
 pub struct Inbound {
     /// Actor owning the receiving port.
-    pub actor: ActorRef<NodeMsg>,
+    pub actor: NodeHandle,
     /// The port.
     pub port: PortId,
     /// Transport loss/reordering of this direction.
@@ -121,7 +120,7 @@ impl InboundTable {
         InboundTable { fabric, ..Default::default() }
     }
     /// Registers an incoming direction.
-    pub fn insert(&mut self, link: u32, dir: u8, actor: ActorRef<NodeMsg>, port: PortId) {
+    pub fn insert(&mut self, link: u32, dir: u8, actor: NodeHandle, port: PortId) {
         self.map.insert((link, dir), Inbound { actor, port, seq: Mutex::new(SequenceTracker::default()) });
     }
     /// Handles one received datagram.
@@ -151,7 +150,7 @@ impl InboundTable {
         sched.at(
             due,
             Box::new(move |_| {
-                let _ = actor.cast(NodeMsg::Frame { port, frame, due });
+                actor.deliver(port, frame, due);
             }),
         );
     }
