@@ -113,7 +113,10 @@ async fn serve(
     control::send(tx, &ToOrchestrator::Running).await.map_err(|e| e.to_string())?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    // Periodic reports (weft up); a run asks for them instead, so nobody
+    // has to read a stream of them.
+    let every = runtime.plan().report_every_ms;
+    let mut tick = tokio::time::interval(Duration::from_millis(every.max(1) as u64));
     // A reader task, so a half-read message is never dropped by select!.
     let (msg_tx, mut msgs) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
@@ -161,7 +164,7 @@ async fn serve(
                 Ok(other) => return Err(format!("unexpected message {other:?}")),
                 Err(e) => return Err(format!("control channel lost ({e}); stopping")),
             },
-            _ = tick.tick() => {
+            _ = tick.tick(), if every > 0 => {
                 let r = runtime.report().await;
                 control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.map_err(|e| format!("control channel lost ({e}); stopping"))?;
             }

@@ -56,6 +56,8 @@ pub struct ProcessPlan {
     pub identity: FabricIdentity,
     /// Run seed (node RNG seeds derive from it).
     pub seed: u64,
+    /// Send a health report this often, ms (0: only when asked).
+    pub report_every_ms: u32,
 }
 
 /// Addresses a process listens on for links.
@@ -434,6 +436,11 @@ impl ProcessRuntime {
             }
         }
         ends
+    }
+
+    /// The plan this process runs.
+    pub fn plan(&self) -> &ProcessPlan {
+        &self.plan
     }
 
     /// The fabric this process runs a share of.

@@ -575,6 +575,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             netns_prefix: String::new(),
             identity,
             seed: opts.seed,
+            report_every_ms: 0,
         };
         let (mut p, _) =
             ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await.map_err(|e| RunError::RealTime(e.to_string()))?;

@@ -395,6 +395,9 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
     match result {
         Ok(Some(ack)) => {
             let _ = ack.send(());
+            // Let the request's task write the answer before the runtime
+            // (and with it that task) ends.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             Ok(())
         }
         Ok(None) => Ok(()),
@@ -434,6 +437,7 @@ async fn run_fabric(
         netns_prefix: opts.netns_prefix.clone(),
         seed: 1,
         start_delay: Duration::ZERO,
+        report_every_ms: 500,
     };
     let Launched { ep, token, children, mut conns, mut addrs, .. } =
         launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
@@ -595,6 +599,8 @@ pub struct PlanBase {
     /// Fabric time 0 is this long after the launch (so that every process
     /// is connected before the first deadline of a workload).
     pub start_delay: Duration,
+    /// Health reports every this many ms (0: only on request).
+    pub report_every_ms: u32,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -660,6 +666,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         netns_prefix: base.netns_prefix.clone(),
         identity: identity.clone(),
         seed: base.seed,
+        report_every_ms: base.report_every_ms,
     };
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);
@@ -904,6 +911,7 @@ pub async fn run_distributed(
         netns_prefix: String::new(),
         seed,
         start_delay: Duration::from_secs(2),
+        report_every_ms: 0,
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;
@@ -952,6 +960,7 @@ pub async fn run_distributed(
     let mut switches = Vec::new();
     let mut last_reports: BTreeMap<u32, Box<ProcessReport>> = BTreeMap::new();
     for (&p, (conn, tx, rx)) in conns.iter_mut() {
+        control::send(tx, &ToNode::ReportNow).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
         control::send(tx, &ToNode::Finish).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
         loop {
             match control::recv::<ToOrchestrator>(rx).await {

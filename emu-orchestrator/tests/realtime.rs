@@ -633,7 +633,8 @@ fn no_leftovers_after_down_sigint_and_kill_9_of_the_orchestrator() {
     let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "2"]);
     let (pids, prefix) = (f.pids(), f.prefix.clone());
     assert!(!f.leftover_netns().is_empty(), "namespaces exist while up");
-    f.ok(&["down"]);
+    let out = f.ok(&["down"]);
+    assert!(out.contains("fabric is down"), "weft down answers once the fabric is down: {out}");
     assert_clean(&pids, &prefix);
     drop(f);
 
