@@ -19,7 +19,14 @@ fn sh(args: &[&str]) {
 
 fn make(ns: &str, dev: &str, ip: &str, mac: &str) -> Arc<tokio_tun::Tun> {
     sh(&["ip", "netns", "add", ns]);
-    let tun = tokio_tun::Tun::builder().name(dev).tap().mtu(1500).build().expect("TAP (root?)").into_iter().next().expect("queue");
+    let tun = match tokio_tun::Tun::builder().name(dev).tap().mtu(1500).build().map(|v| v.into_iter().next()) {
+        Ok(Some(t)) => t,
+        Ok(None) | Err(_) => {
+            eprintln!("error: cannot create TAP device {dev} (needs root and /dev/net/tun)");
+            sh(&["ip", "netns", "del", ns]);
+            std::process::exit(1);
+        }
+    };
     sh(&["ip", "link", "set", dev, "netns", ns]);
     sh(&["ip", "-n", ns, "link", "set", dev, "name", "eth0"]);
     sh(&["ip", "-n", ns, "link", "set", "eth0", "address", mac, "up"]);

@@ -451,15 +451,7 @@ impl Actor for NodeActor {
                 st.report.idle = st.node.as_ref().is_none_or(|n| n.poll_timeout().is_none());
                 if let Some(Node::Switch(sw)) = st.node.as_deref() {
                     let c = sw.counters();
-                    st.report.switch_drops = c.drop_malformed
-                        + c.drop_oversize
-                        + c.drop_unknown_ethertype
-                        + c.drop_not_for_us
-                        + c.drop_ttl
-                        + c.drop_no_route
-                        + c.drop_program
-                        + c.drop_tm
-                        + c.drop_link_down;
+                    st.report.switch_drops = c.drops();
                 }
                 let _ = reply.send(st.report.clone());
                 return Ok(());

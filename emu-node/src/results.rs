@@ -127,15 +127,7 @@ impl NetworkTotals {
         for w in switches {
             let c = &w.counters;
             network.pfc_pauses += w.ports.iter().map(|p| p.counters.pfc_pause_sent).sum::<u64>();
-            network.drops += c.drop_malformed
-                + c.drop_oversize
-                + c.drop_unknown_ethertype
-                + c.drop_not_for_us
-                + c.drop_ttl
-                + c.drop_no_route
-                + c.drop_program
-                + c.drop_tm
-                + c.drop_link_down;
+            network.drops += c.drops();
             network.drops_buffer += c.drop_tm;
             network.ecn_marks += c.ecn_marks;
         }

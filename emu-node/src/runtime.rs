@@ -212,6 +212,13 @@ impl ProcessRuntime {
         let clock = FabricClock::with_epoch(plan.epoch);
         let thread = SchedulerTask::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline timer"))?;
         let sched = thread.scheduler();
+        // Sockets and the writer thread first: failing here leaves nothing
+        // to clean up.
+        let udp = Arc::new(tokio::net::UdpSocket::from_std(big_buffer_socket(bind_ip)?).map_err(io("UDP link socket"))?);
+        let server = plan.identity.quic_server(quic::link_transport())?;
+        let quic = quinn::Endpoint::new(quic::endpoint_config(), Some(server), big_buffer_socket(bind_ip)?, Arc::new(quinn::TokioRuntime))
+            .map_err(io("QUIC endpoint"))?;
+        let tap_writer = crate::tap::TapWriter::spawn().map_err(io("TAP writer thread"))?;
         let f = &plan.fabric;
         let mut actors = BTreeMap::new();
         let mut taps = Vec::new();
@@ -225,7 +232,8 @@ impl ProcessRuntime {
             if let Some(kind) = tap_kind {
                 let (Some(h), Some(port)) = (spec.as_host(), spec.ports.first()) else { continue };
                 if f.nodes.get(port.peer.index()).is_none_or(|p| p.placement != plan.process) {
-                    return Err(RuntimeError::Placement(format!("host `{}` must be placed with its ToR", spec.name)));
+                    rt_err = Some(RuntimeError::Placement(format!("host `{}` must be placed with its ToR", spec.name)));
+                    break;
                 }
                 let netns = format!("{}{}", plan.netns_prefix, spec.name);
                 let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
@@ -256,11 +264,6 @@ impl ProcessRuntime {
                 }
             }
         }
-        let udp = big_buffer_socket(bind_ip).and_then(|s| tokio::net::UdpSocket::from_std(s).map_err(io("UDP link socket")));
-        let quic = plan.identity.quic_server(quic::link_transport()).map_err(RuntimeError::from).and_then(|sc| {
-            let sock = big_buffer_socket(bind_ip)?;
-            quinn::Endpoint::new(quic::endpoint_config(), Some(sc), sock, Arc::new(quinn::TokioRuntime)).map_err(io("QUIC endpoint"))
-        });
         let inbound = Arc::new(InboundTable::new(plan.fabric_tag));
         let mut rt = ProcessRuntime {
             plan,
@@ -268,24 +271,11 @@ impl ProcessRuntime {
             sched,
             actors,
             taps,
-            udp: Arc::new(match udp {
-                Ok(u) => u,
-                Err(e) => {
-                    rt_err.get_or_insert(e);
-                    tokio::net::UdpSocket::bind((bind_ip, 0)).await.map_err(io("UDP link socket"))?
-                }
-            }),
-            quic: match quic {
-                Ok(q) => q,
-                Err(e) => {
-                    let placeholder = quinn::Endpoint::client((bind_ip, 0).into()).map_err(io("QUIC endpoint"))?;
-                    rt_err.get_or_insert(e);
-                    placeholder
-                }
-            },
+            udp,
+            quic,
             inbound,
             incoming: None,
-            tap_writer: crate::tap::TapWriter::spawn().map_err(io("TAP writer thread"))?,
+            tap_writer,
             tasks: Vec::new(),
         };
         if let Some(e) = rt_err {

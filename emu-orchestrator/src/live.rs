@@ -439,20 +439,11 @@ async fn run_fabric(
         start_delay: Duration::ZERO,
         report_every_ms: 500,
     };
-    let Launched { ep, token, children, mut conns, mut addrs, .. } =
-        launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
+    let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }
-    for (&p, (_, _, rx)) in conns.iter_mut() {
-        match control::recv::<ToOrchestrator>(rx).await {
-            Ok(ToOrchestrator::Running) => {}
-            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
-            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
-            Err(e) => return Err(LiveError::Node(p, e.to_string())),
-        }
-    }
-    let _ = addrs_sorted(&mut addrs);
+    await_running(&mut conns).await?;
     // Serve.
     let mut nodes = BTreeMap::new();
     let mut readers = Vec::new();
@@ -584,6 +575,22 @@ async fn run_fabric(
     Ok(down_ack)
 }
 
+/// Control connections by process index.
+type Conns = BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)>;
+
+/// Waits until every emu-node reports that its links are connected.
+async fn await_running(conns: &mut Conns) -> Result<(), LiveError> {
+    for (&p, (_, _, rx)) in conns.iter_mut() {
+        match control::recv::<ToOrchestrator>(rx).await {
+            Ok(ToOrchestrator::Running) => {}
+            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
+            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
+            Err(e) => return Err(LiveError::Node(p, e.to_string())),
+        }
+    }
+    Ok(())
+}
+
 /// What every process plan of a fabric shares.
 pub struct PlanBase {
     /// The fabric (placement decides who runs what).
@@ -613,7 +620,7 @@ pub struct Launched {
     /// The processes.
     pub children: Vec<tokio::process::Child>,
     /// Control connections by process index.
-    pub conns: BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)>,
+    pub conns: Conns,
     /// Their link addresses.
     pub addrs: Vec<LinkAddrs>,
     /// The plan every process got (process 0's, for a local participant).
@@ -670,7 +677,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     };
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);
-    let mut conns: BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)> = BTreeMap::new();
+    let mut conns: Conns = BTreeMap::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while conns.len() < nprocs {
         let inc = tokio::select! {
@@ -708,11 +715,6 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         }
     }
     Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0) })
-}
-
-fn addrs_sorted(a: &mut [LinkAddrs]) -> usize {
-    a.sort_by_key(|x| x.process);
-    a.len()
 }
 
 fn tail_logs(dir: &Path, procs: u32) -> String {
@@ -925,14 +927,7 @@ pub async fn run_distributed(
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }
     rt.connect(&addrs).await.map_err(|e| LiveError::Other(e.to_string()))?;
-    for (&p, (_, _, rx)) in conns.iter_mut() {
-        match control::recv::<ToOrchestrator>(rx).await {
-            Ok(ToOrchestrator::Running) => {}
-            Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
-            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
-            Err(e) => return Err(LiveError::Node(p, e.to_string())),
-        }
-    }
+    await_running(&mut conns).await?;
     rt.schedule_link_events(0);
     if let Some((link, path, count)) = &capture {
         rt.capture(*link, path, *count).map_err(|e| LiveError::Other(e.to_string()))?;

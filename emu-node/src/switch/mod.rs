@@ -143,6 +143,21 @@ pub struct SwitchCounters {
     pub ecn_marks: u64,
 }
 
+impl SwitchCounters {
+    /// Frames dropped, every cause together.
+    pub fn drops(&self) -> u64 {
+        self.drop_malformed
+            + self.drop_oversize
+            + self.drop_unknown_ethertype
+            + self.drop_not_for_us
+            + self.drop_ttl
+            + self.drop_no_route
+            + self.drop_program
+            + self.drop_tm
+            + self.drop_link_down
+    }
+}
+
 /// Per-port counters.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PortCounters {
