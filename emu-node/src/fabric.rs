@@ -73,6 +73,11 @@ pub struct Route {
     pub len: u8,
     /// Equal-cost egress ports.
     pub ports: Vec<PortId>,
+    /// Index of the leaf (ToR) the prefix's hosts attach to, in the order of
+    /// [`SwitchSpec::leaf_index`] (schemes that keep per-destination-ToR
+    /// state use it: CONGA's tables, ConWeave's path status).
+    #[serde(default)]
+    pub dst_leaf: Option<u16>,
 }
 
 /// Switch-specific settings.
@@ -96,6 +101,19 @@ pub struct SwitchSpec {
     pub ecn: Option<RedConfig>,
     /// Routing table.
     pub routes: Vec<Route>,
+    /// For a leaf (a switch hosts attach to): its index among the fabric's
+    /// leaves (0-based, by node order). Computed with the routes.
+    #[serde(default)]
+    pub leaf_index: Option<u16>,
+    /// Number of leaves in the fabric. Computed with the routes.
+    #[serde(default)]
+    pub leaves: u16,
+    /// For a leaf: the largest number of equal-cost upward next hops at the
+    /// switches one hop above it (1 in a leaf-spine, k/2 in a fat-tree), so a
+    /// source-routing scheme can name every path by (own uplink, next-tier
+    /// uplink). Computed with the routes.
+    #[serde(default)]
+    pub upper_fanout: u16,
 }
 
 impl SwitchSpec {
@@ -112,6 +130,9 @@ impl SwitchSpec {
             pfc: false,
             ecn: None,
             routes: Vec::new(),
+            leaf_index: None,
+            leaves: 0,
+            upper_fanout: 0,
         }
     }
 }
@@ -358,6 +379,7 @@ impl FabricSpec {
                 prefixes.extend(ips.iter().map(|ip| (*leaf, *ip, 32)));
             }
         }
+        let leaf_index: BTreeMap<NodeId, u16> = leaf_hosts.keys().enumerate().map(|(i, l)| (*l, i as u16)).collect();
         // BFS distances over switch-switch links from every leaf.
         let is_switch: Vec<bool> = self.nodes.iter().map(|x| x.as_switch().is_some()).collect();
         let mut dist_from: BTreeMap<NodeId, Vec<u32>> = BTreeMap::new();
@@ -382,7 +404,7 @@ impl FabricSpec {
             if let Some(hosts) = leaf_hosts.get(&s) {
                 for (h, port) in hosts {
                     if let Some(hs) = self.nodes[h.index()].as_host() {
-                        routes.push(Route { prefix: hs.ip, len: 32, ports: vec![*port] });
+                        routes.push(Route { prefix: hs.ip, len: 32, ports: vec![*port], dst_leaf: leaf_index.get(&s).copied() });
                     }
                 }
             }
@@ -403,11 +425,30 @@ impl FabricSpec {
                     .map(|(i, _)| PortId(i as u16))
                     .collect();
                 if !ports.is_empty() {
-                    routes.push(Route { prefix: *prefix, len: *len, ports });
+                    routes.push(Route { prefix: *prefix, len: *len, ports, dst_leaf: leaf_index.get(leaf).copied() });
                 }
             }
             if let NodeKind::Switch(sw) = &mut self.nodes[s.index()].kind {
                 sw.routes = routes;
+                sw.leaf_index = leaf_index.get(&s).copied();
+                sw.leaves = leaf_index.len() as u16;
+            }
+        }
+        // Upward fan-out one tier above each leaf: the widest group of a
+        // neighbouring switch towards another leaf (its upward choices).
+        for (leaf, li) in &leaf_index {
+            let mut fanout = 1u16;
+            for p in &self.nodes[leaf.index()].ports {
+                if let Some(up) = self.nodes[p.peer.index()].as_switch() {
+                    for r in &up.routes {
+                        if r.dst_leaf.is_some_and(|d| d != *li) {
+                            fanout = fanout.max(r.ports.len() as u16);
+                        }
+                    }
+                }
+            }
+            if let NodeKind::Switch(sw) = &mut self.nodes[leaf.index()].kind {
+                sw.upper_fanout = fanout;
             }
         }
     }

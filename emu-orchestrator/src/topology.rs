@@ -283,6 +283,9 @@ impl SwitchSettings {
             pfc: self.pfc,
             ecn: self.ecn,
             routes: Vec::new(),
+            leaf_index: None,
+            leaves: 0,
+            upper_fanout: 0,
         })
     }
 }

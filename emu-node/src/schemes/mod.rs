@@ -5,7 +5,11 @@
 //! `--set scheme.param=value` overrides. Adding a scheme = a module here,
 //! one entry in [`catalog`] and one arm in [`build`].
 
+pub mod conweave;
+pub mod drill;
 pub mod ecmp;
+pub mod flowlet;
+pub mod letflow;
 
 use crate::tofino::Program;
 use std::collections::BTreeMap;
@@ -76,7 +80,7 @@ pub type Params = BTreeMap<String, String>;
 
 /// Every scheme weft has.
 pub fn catalog() -> Vec<SchemeInfo> {
-    vec![ecmp::info()]
+    vec![ecmp::info(), letflow::info(), drill::info(), conweave::info()]
 }
 
 /// Builds scheme `name` with `params` (unknown parameters are errors).
@@ -96,6 +100,9 @@ pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeErro
     }
     match name {
         "ecmp" => Ok(Box::new(ecmp::Ecmp::from_params(params)?)),
+        "letflow" => Ok(Box::new(letflow::LetFlow::from_params(params)?)),
+        "drill" => Ok(Box::new(drill::Drill::from_params(params)?)),
+        "conweave" => Ok(Box::new(conweave::ConWeave::from_params(params)?)),
         _ => unreachable!("catalog and build disagree on {name}"),
     }
 }

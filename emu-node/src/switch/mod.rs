@@ -22,13 +22,14 @@
 
 pub mod routing;
 
-use crate::fabric::{NodeSpec, PortSpec};
+use crate::fabric::{NodeSpec, PortSpec, SwitchRole};
 use crate::ids::{NodeId, PortId, QueueId};
 use crate::schemes;
 use crate::serializer::Serializer;
 use crate::time::{BitRate, Nanos};
 use crate::tofino::program::{
-    declarations_of, declare_l3_tables, CpuCx, EgressCx, IngressDecision, PacketGenerator, PacketSource, QueueDepths,
+    declarations_of, declare_l3_tables, CpuCx, EgressCx, EmitTarget, IngressDecision, PacketGenerator, PacketSource, QueueDepths,
+    SwitchView,
 };
 use crate::tofino::registers::PassState;
 use crate::tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
@@ -310,9 +311,20 @@ impl Switch {
     }
 
     /// Builds the switch of `node` with an explicit program (tests, custom schemes).
-    pub fn with_program(id: NodeId, node: &NodeSpec, cfg: SwitchConfig, mut program: Box<dyn Program>) -> Result<Self, SwitchError> {
+    pub fn with_program(id: NodeId, node: &NodeSpec, mut cfg: SwitchConfig, mut program: Box<dyn Program>) -> Result<Self, SwitchError> {
         let routes_spec = node.as_switch().map(|s| s.routes.clone()).unwrap_or_default();
         let mut decl = declarations_of(program.as_mut());
+        program.configure_traffic_manager(&mut cfg.tm);
+        let sw = node.as_switch();
+        program.attach(&SwitchView {
+            role: sw.map_or(SwitchRole::Other, |s| s.role),
+            leaf_index: sw.and_then(|s| s.leaf_index),
+            leaves: sw.map_or(0, |s| s.leaves),
+            upper_fanout: sw.map_or(1, |s| s.upper_fanout.max(1)),
+            host_facing: node.ports.iter().map(|p| p.gateway.is_some()).collect(),
+            rates: node.ports.iter().map(|p| p.rate).collect(),
+            queues_per_port: cfg.tm.queues_per_port,
+        });
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
         decl.usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
         let regs = RegisterFile::new(&decl.usage.registers);
@@ -560,13 +572,18 @@ impl Switch {
                 }
                 return;
             }
-            FrameKind::Other(t) if !(t == GENERATOR_ETHERTYPE && matches!(source, PacketSource::Generator(_))) => {
+            // Generator and program-made internal frames (e.g. ConWeave's
+            // resume-timer packets) enter from the generator or recirculation.
+            FrameKind::Other(t)
+                if !(t == GENERATOR_ETHERTYPE && matches!(source, PacketSource::Generator(_) | PacketSource::Recirculated { .. })) =>
+            {
                 self.counters.drop_unknown_ethertype += 1;
                 return;
             }
             _ => {}
         }
         let mut group: &[crate::ids::PortId] = &[];
+        let mut dst_leaf = None;
         if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
             let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
             if dst_mac != self.ports[p.index()].spec.mac {
@@ -579,8 +596,11 @@ impl Switch {
             }
         }
         if let Some(ip) = info.ip {
-            match self.routes.lookup(ip.dst) {
-                Some(g) => group = g,
+            match self.routes.lookup_with_leaf(ip.dst) {
+                Some((g, leaf)) => {
+                    group = g;
+                    dst_leaf = leaf;
+                }
                 None => {
                     self.counters.drop_no_route += 1;
                     return;
@@ -600,7 +620,9 @@ impl Switch {
             depths: &snapshot,
             rng: &mut self.rng,
             hash_seed: self.hash_seed,
+            dst_leaf,
             decision: IngressDecision::default(),
+            routes: &self.routes,
             regs: &mut self.regs,
             pass: PassState::new(self.pass_serial, Gress::Ingress),
         };
@@ -618,6 +640,23 @@ impl Switch {
                 self.tm.resume_queue(fc.port, fc.queue);
                 if fc.port.index() < self.ports.len() {
                     self.kick(now, fc.port, out);
+                }
+            }
+        }
+        for e in decision.emit {
+            self.counters.mirrored += 1;
+            match e.target {
+                EmitTarget::Port(p, q) if p.index() < self.ports.len() => {
+                    let mut f = e.frame;
+                    Self::rewrite_l2(&self.ports[p.index()].spec, &mut f);
+                    self.enqueue(now, p, q, f, None, out);
+                }
+                EmitTarget::Port(..) => self.counters.drop_program += 1,
+                EmitTarget::Recirculate => {
+                    self.counters.recirculations += 1;
+                    self.recirc_meta.push_back((in_port.unwrap_or(PortId(u16::MAX)), 1));
+                    let rp = self.recirc_port();
+                    self.enqueue(now, rp, QueueId(0), e.frame, None, out);
                 }
             }
         }

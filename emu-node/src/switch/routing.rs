@@ -14,10 +14,13 @@ use rustc_hash::FxHashMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupId(pub u16);
 
+/// One prefix length's entries: masked prefix → (group, destination leaf).
+type PrefixMap = FxHashMap<u32, (GroupId, Option<u16>)>;
+
 /// LPM table with equal-cost groups.
 #[derive(Debug, Clone, Default)]
 pub struct RouteTable {
-    by_len: Vec<(u8, FxHashMap<u32, GroupId>)>,
+    by_len: Vec<(u8, PrefixMap)>,
     groups: Vec<Vec<PortId>>,
     entries: usize,
 }
@@ -47,7 +50,7 @@ impl RouteTable {
                     t.by_len.len() - 1
                 }
             };
-            t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), g);
+            t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), (g, r.dst_leaf));
             t.entries += 1;
         }
         t.by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
@@ -57,9 +60,15 @@ impl RouteTable {
     /// The group for `dst`, longest prefix first.
     #[inline]
     pub fn lookup(&self, dst: Ipv4Address) -> Option<&[PortId]> {
+        self.lookup_with_leaf(dst).map(|(g, _)| g)
+    }
+
+    /// The group for `dst` and the index of the leaf `dst` attaches to.
+    #[inline]
+    pub fn lookup_with_leaf(&self, dst: Ipv4Address) -> Option<(&[PortId], Option<u16>)> {
         for (len, m) in &self.by_len {
-            if let Some(g) = m.get(&(dst.0 & mask(*len))) {
-                return Some(&self.groups[g.0 as usize]);
+            if let Some((g, leaf)) = m.get(&(dst.0 & mask(*len))) {
+                return Some((&self.groups[g.0 as usize], *leaf));
             }
         }
         None
@@ -83,8 +92,8 @@ mod tests {
     #[test]
     fn longest_prefix_wins() {
         let t = RouteTable::new(&[
-            Route { prefix: Ipv4Address::new(10, 0, 1, 0), len: 24, ports: vec![PortId(4), PortId(5)] },
-            Route { prefix: Ipv4Address::new(10, 0, 1, 7), len: 32, ports: vec![PortId(1)] },
+            Route { prefix: Ipv4Address::new(10, 0, 1, 0), len: 24, ports: vec![PortId(4), PortId(5)], dst_leaf: Some(1) },
+            Route { prefix: Ipv4Address::new(10, 0, 1, 7), len: 32, ports: vec![PortId(1)], dst_leaf: Some(1) },
         ]);
         assert_eq!(t.lookup(Ipv4Address::new(10, 0, 1, 7)), Some(&[PortId(1)][..]));
         assert_eq!(t.lookup(Ipv4Address::new(10, 0, 1, 8)), Some(&[PortId(4), PortId(5)][..]));

@@ -11,9 +11,13 @@
 
 use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
 use super::resources::{Gress, HashDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
+use super::tm::TmConfig;
+use crate::fabric::SwitchRole;
 use crate::ids::{PortId, QueueId};
-use crate::time::Nanos;
+use crate::switch::routing::RouteTable;
+use crate::time::{BitRate, Nanos};
 use crate::wire::frame::FrameInfo;
+use crate::wire::Ipv4Address;
 use bytes::BytesMut;
 use rand_chacha::ChaCha8Rng;
 
@@ -106,6 +110,27 @@ pub struct QueueFlowControl {
     pub pause: bool,
 }
 
+/// Where a frame made by the program goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmitTarget {
+    /// Out of a front-panel port, in a queue.
+    Port(PortId, QueueId),
+    /// Around the recirculation port (back into ingress, ~1 µs later).
+    Recirculate,
+}
+
+/// A frame the program makes from the current packet: on the hardware, a
+/// mirrored (and usually truncated) copy whose headers the mirror session's
+/// egress pass rewrites — how ConWeave builds RTT_REPLY, NOTIFY, CLEAR and
+/// its resume-timer packets (paper §3.4).
+#[derive(Debug, Clone)]
+pub struct EmittedFrame {
+    /// Destination.
+    pub target: EmitTarget,
+    /// The whole frame (the switch rewrites its MACs for the port).
+    pub frame: BytesMut,
+}
+
 /// The ingress pipeline's decisions for one packet.
 #[derive(Debug, Clone, Default)]
 pub struct IngressDecision {
@@ -123,6 +148,8 @@ pub struct IngressDecision {
     pub mirror: Option<MirrorRequest>,
     /// Queue pause/resume messages to apply.
     pub flow_control: Vec<QueueFlowControl>,
+    /// Frames made from this packet (mirrored copies rewritten).
+    pub emit: Vec<EmittedFrame>,
 }
 
 /// Read-only view of queue depths (egress: exact; ingress: a snapshot).
@@ -156,8 +183,11 @@ pub struct IngressCx<'a> {
     pub rng: &'a mut ChaCha8Rng,
     /// Per-switch hash seed (so switches hash differently).
     pub hash_seed: u32,
+    /// Index of the leaf the destination attaches to (from the route).
+    pub dst_leaf: Option<u16>,
     /// The decisions.
     pub decision: IngressDecision,
+    pub(crate) routes: &'a RouteTable,
     pub(crate) regs: &'a mut RegisterFile,
     pub(crate) pass: PassState,
 }
@@ -179,6 +209,15 @@ impl IngressCx<'_> {
     /// Resumes a queue.
     pub fn resume_queue(&mut self, port: PortId, queue: QueueId) {
         self.decision.flow_control.push(QueueFlowControl { port, queue, pause: false });
+    }
+    /// The equal-cost group towards another address (the same L3 tables,
+    /// for frames the program makes, e.g. a reply to the source).
+    pub fn route(&self, dst: Ipv4Address) -> Option<&[PortId]> {
+        self.routes.lookup(dst)
+    }
+    /// Emits a frame made from this packet (see [`EmittedFrame`]).
+    pub fn emit(&mut self, target: EmitTarget, frame: BytesMut) {
+        self.decision.emit.push(EmittedFrame { target, frame });
     }
 }
 
@@ -228,6 +267,38 @@ pub struct CpuCx<'a> {
     pub regs: &'a RegisterFile,
 }
 
+/// What a program learns about its switch when it is loaded (the facts a
+/// P4 program is compiled or configured with: which ports face servers,
+/// which leaf this is).
+#[derive(Debug, Clone)]
+pub struct SwitchView {
+    /// Role in the fabric.
+    pub role: SwitchRole,
+    /// For a leaf: its index among the fabric's leaves.
+    pub leaf_index: Option<u16>,
+    /// Number of leaves in the fabric.
+    pub leaves: u16,
+    /// For a leaf: upward fan-out one tier above (see `SwitchSpec::upper_fanout`).
+    pub upper_fanout: u16,
+    /// Per front-panel port: whether it faces a host.
+    pub host_facing: Vec<bool>,
+    /// Per front-panel port: its line rate.
+    pub rates: Vec<BitRate>,
+    /// Queues per port.
+    pub queues_per_port: u8,
+}
+
+impl SwitchView {
+    /// Whether `port` faces a host.
+    pub fn faces_host(&self, port: PortId) -> bool {
+        self.host_facing.get(port.index()).copied().unwrap_or(false)
+    }
+    /// Front-panel ports that face other switches (uplinks at a leaf).
+    pub fn fabric_ports(&self) -> Vec<PortId> {
+        (0..self.host_facing.len()).filter(|i| !self.host_facing[*i]).map(|i| PortId(i as u16)).collect()
+    }
+}
+
 /// A data-plane program (a load-balancing scheme).
 ///
 /// Call order: [`declare`](Program::declare) once at load; then per packet
@@ -238,6 +309,11 @@ pub trait Program: Send {
     fn name(&self) -> &'static str;
     /// Declares registers, tables, hashes and generators.
     fn declare(&mut self, d: &mut Declarations);
+    /// Learns the switch it is loaded on (called once, after `declare`).
+    fn attach(&mut self, _view: &SwitchView) {}
+    /// Adjusts the traffic manager's queue layout (priorities, weights)
+    /// before the switch is built, as the TM is configured with the program.
+    fn configure_traffic_manager(&self, _tm: &mut TmConfig) {}
     /// The ingress pipeline.
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError>;
     /// The egress pipeline.
@@ -248,6 +324,11 @@ pub trait Program: Send {
     fn cpu_receive(&mut self, _cx: &mut CpuCx<'_>, _frame: &[u8]) {}
     /// Scheme counters for `summary.json` and metrics (name, value).
     fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    /// Sampled distributions (name, value → number of samples), merged over
+    /// switches in `summary.json` (e.g. ConWeave's reorder queues per port).
+    fn distributions(&self) -> Vec<(&'static str, std::collections::BTreeMap<u64, u64>)> {
         Vec::new()
     }
 }

@@ -8,7 +8,8 @@
 //! - strict priority between priority levels (7 highest), deficit weighted
 //!   round robin between queues of one level;
 //! - a queue paused by the pipeline (Tofino2 advanced flow control) still
-//!   releases `pause_leak_packets` packets, then nothing until resumed;
+//!   releases up to `pause_leak_packets` of the packets it held when paused
+//!   (already in the dequeue pipeline), then nothing until resumed;
 //! - a queue whose PFC class was paused by a received pause frame is not
 //!   served until the pause expires or is cancelled;
 //! - lossless classes (PFC enabled) are never dropped by the egress dynamic
@@ -532,11 +533,15 @@ impl TrafficManager {
     }
 
     /// Pauses a queue from the data plane (advanced flow control, credit 1).
+    /// Up to `pause_leak_packets` of the packets already queued still leave
+    /// (they were in the dequeue pipeline); pausing an empty queue holds
+    /// everything that arrives later.
     pub fn pause_queue(&mut self, port: PortId, queue: QueueId) {
         let leak = self.cfg.pause_leak_packets;
         if let Some(p) = self.ports.get_mut(port.index()) {
             if let Some(q) = p.queues.get_mut(queue.0 as usize) {
                 if !q.paused {
+                    let leak = leak.min(q.pkts.len() as u32);
                     q.paused = true;
                     q.leak = leak;
                     if leak == 0 {
@@ -713,6 +718,22 @@ mod tests {
             let want = w / 8.0;
             assert!((share - want).abs() / want < 0.01, "queue {q}: share {share:.4}, want {want:.4}");
         }
+    }
+
+    #[test]
+    fn pausing_an_empty_queue_leaks_nothing() {
+        let mut cfg = TmConfig::standard(8, 10_000_000, 80, None);
+        cfg.pause_leak_packets = 2;
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        t.pause_queue(PortId(0), QueueId(3));
+        for _ in 0..3 {
+            t.enqueue(0, PortId(0), QueueId(3), frame(100), None, &mut pfc).unwrap();
+        }
+        assert!(t.dequeue(0, PortId(0), &mut rng, &mut pfc).is_none(), "nothing was in the dequeue pipeline when paused");
+        t.resume_queue(PortId(0), QueueId(3));
+        assert_eq!(std::iter::from_fn(|| t.dequeue(0, PortId(0), &mut rng, &mut pfc)).count(), 3);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! This module does no I/O and reads no clock.
 
 pub mod arp;
+pub mod conweave;
 pub mod ethernet;
 pub mod frame;
 pub mod ipv4;

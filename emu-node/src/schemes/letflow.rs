@@ -1,0 +1,93 @@
+//! LetFlow: flowlet switching with a random next hop per flowlet.
+//!
+//! As evaluated in the ConWeave paper (§4.1, "For Conga and Letflow, we
+//! choose a flowlet time gap of 100 us"; LetFlow is Vanini et al., NSDI
+//! 2017): a packet arriving more than `flowlet_gap_us` after the previous
+//! packet of its flow entry starts a flowlet, which takes a uniformly random
+//! up member of the equal-cost group; all packets of a flowlet take the
+//! same port. No congestion signal is used: flowlets of congested paths are
+//! smaller (packets back off), which is what balances the load.
+//!
+//! Tofino resources: a 32-bit CRC of the 5-tuple (stage 1), the flowlet
+//! timestamp array (stage 2) and port array (stage 3) of
+//! [`FlowletTable`](super::flowlet::FlowletTable), the random-number extern.
+//!
+//! Counters: `letflow_flowlets` (packets that started a flowlet),
+//! `letflow_path_changes` (flowlets that took another port than the
+//! previous flowlet of their entry).
+
+use super::ecmp::flow_hash;
+use super::flowlet::{random_up_port, FlowletTable};
+use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
+use crate::tofino::program::Declarations;
+use crate::tofino::{Gress, IngressCx, Program, ProgramError};
+
+/// Catalog entry.
+pub fn info() -> SchemeInfo {
+    SchemeInfo {
+        name: "letflow",
+        source: "LetFlow (NSDI'17) as evaluated in ConWeave §4.1",
+        summary: "flowlets (gap 100 µs), a random next hop per flowlet",
+        params: vec![
+            ParamInfo { name: "flowlet_gap_us", default: "100", unit: "µs", doc: "inactivity gap that starts a new flowlet" },
+            ParamInfo { name: "entries", default: "65536", unit: "entries", doc: "flowlet table size (hashed flows)" },
+        ],
+    }
+}
+
+/// The LetFlow program.
+#[derive(Debug, Clone)]
+pub struct LetFlow {
+    gap_us: f64,
+    entries: u32,
+    table: Option<FlowletTable>,
+    flowlets: u64,
+    path_changes: u64,
+}
+
+impl LetFlow {
+    /// Builds from parameters.
+    pub fn from_params(p: &Params) -> Result<Self, SchemeError> {
+        let gap_us: f64 = param("letflow", p, "flowlet_gap_us", "number of µs", 100.0)?;
+        let entries: u32 = param("letflow", p, "entries", "u32 > 0", 65536)?;
+        if gap_us.is_nan() || gap_us <= 0.0 || entries == 0 {
+            return Err(SchemeError::BadValue {
+                scheme: "letflow".into(),
+                param: if entries == 0 { "entries" } else { "flowlet_gap_us" }.into(),
+                value: if entries == 0 { "0".into() } else { gap_us.to_string() },
+                unit: "positive number".into(),
+            });
+        }
+        Ok(LetFlow { gap_us, entries, table: None, flowlets: 0, path_changes: 0 })
+    }
+}
+
+impl Program for LetFlow {
+    fn name(&self) -> &'static str {
+        "letflow"
+    }
+
+    fn declare(&mut self, d: &mut Declarations) {
+        d.hash("letflow_5tuple_crc32", Gress::Ingress, 1, 32);
+        d.metadata_bits(32 + 16 + 1);
+        self.table = Some(FlowletTable::declare(d, "letflow", self.entries, (self.gap_us * 1000.0) as u64, 2, 3));
+    }
+
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        let Some(table) = &self.table else { return Ok(()) };
+        let Some(t) = cx.info.five_tuple().filter(|_| cx.group.len() > 1) else {
+            cx.decision.egress_port = cx.group.first().copied().filter(|p| cx.port_up.get(p.index()).copied().unwrap_or(false));
+            return Ok(());
+        };
+        let h = flow_hash(cx.hash_seed, t, true);
+        let d = table.lookup(cx, h, |cx| Ok(random_up_port(cx)))?;
+        self.flowlets += d.new_flowlet as u64;
+        self.path_changes += d.path_changed as u64;
+        cx.decision.egress_port = d.port;
+        Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("letflow_flowlets", self.flowlets), ("letflow_path_changes", self.path_changes)]
+    }
+}
