@@ -9,9 +9,8 @@ use emu_node::ids::{NodeId, PortId};
 use emu_node::schemes::ecmp::Ecmp;
 use emu_node::switch::{Switch, SwitchConfig, Transmit};
 use emu_node::time::BitRate;
-use emu_node::tofino::{TargetProfile, TmConfig};
 use emu_node::wire::frame::FrameInfo;
-use emu_node::wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
+use emu_node::wire::ipv4;
 use std::hint::black_box;
 
 fn leaf_with_8_uplinks() -> FabricSpec {
@@ -19,35 +18,12 @@ fn leaf_with_8_uplinks() -> FabricSpec {
 }
 
 fn frame(f: &FabricSpec, sport: u16) -> BytesMut {
-    let port = &f.nodes[0].ports[0];
-    let mut b = BytesMut::zeroed(1500);
-    ethernet::Repr { dst: port.mac, src: port.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
-    ipv4::Repr {
-        src: Ipv4Address::new(10, 0, 0, 2),
-        dst: Ipv4Address::new(10, 0, 1, 2),
-        protocol: ipv4::Protocol::Udp,
-        dscp: 0,
-        ecn: ipv4::Ecn::Ect0,
-        ident: 0,
-        ttl: 64,
-        payload_len: 1500 - 34,
-    }
-    .emit(&mut b[14..]);
-    udp::Repr { src_port: sport, dst_port: 4791, payload_len: 1500 - 42 }.emit(&mut b[34..]);
-    b
+    emu_node::fabric::leaf_pair_udp_frame(f, sport, 4791, 1500)
 }
 
 fn bench(c: &mut Criterion) {
     let f = leaf_with_8_uplinks();
-    let target = TargetProfile::tofino2();
-    let cfg = SwitchConfig {
-        tm: TmConfig::standard(32, 9_000_000, target.cell_bytes, None),
-        target,
-        snapshot_period_ns: 1000,
-        cpu_latency_ns: 10_000,
-        seed: 1,
-        strict: true,
-    };
+    let cfg = SwitchConfig::tofino2(1, true);
     let mut s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");
     let frames: Vec<BytesMut> = (0..1024).map(|i| frame(&f, 49152 + i)).collect();
     let mut out: Vec<Transmit> = Vec::with_capacity(4);

@@ -22,29 +22,12 @@ use emu_node::lag::LagHistogram;
 use emu_node::schemes::ecmp::Ecmp;
 use emu_node::switch::{Switch, SwitchConfig};
 use emu_node::time::BitRate;
-use emu_node::tofino::{TargetProfile, TmConfig};
-use emu_node::wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn frame(f: &FabricSpec, sport: u16) -> BytesMut {
-    let port = &f.nodes[0].ports[0];
-    let mut b = BytesMut::zeroed(1500);
-    ethernet::Repr { dst: port.mac, src: port.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
-    ipv4::Repr {
-        src: Ipv4Address::new(10, 0, 0, 2),
-        dst: Ipv4Address::new(10, 0, 1, 2),
-        protocol: ipv4::Protocol::Udp,
-        dscp: 0,
-        ecn: ipv4::Ecn::Ect0,
-        ident: 0,
-        ttl: 64,
-        payload_len: 1500 - 34,
-    }
-    .emit(&mut b[14..]);
-    udp::Repr { src_port: sport, dst_port: 4791, payload_len: 1500 - 42 }.emit(&mut b[34..]);
-    b
+    emu_node::fabric::leaf_pair_udp_frame(f, sport, 4791, 1500)
 }
 
 #[derive(Default)]
@@ -82,15 +65,7 @@ impl Actor for Sink {
 
 async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, NodeHandle, Arc<Mutex<SinkStats>>, FabricSpec) {
     let f = emu_node::fabric::leaf_pair(1, 8, rate);
-    let target = TargetProfile::tofino2();
-    let cfg = SwitchConfig {
-        tm: TmConfig::standard(32, 9_000_000, target.cell_bytes, None),
-        target,
-        snapshot_period_ns: 1000,
-        cpu_latency_ns: 10_000,
-        seed: 1,
-        strict: false,
-    };
+    let cfg = SwitchConfig::tofino2(1, false);
     let sw = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");
     let task = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(spin_us)).expect("scheduler");
     let sched = task.scheduler();

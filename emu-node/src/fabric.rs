@@ -270,6 +270,31 @@ pub fn leaf_pair(hosts: usize, spines: usize, rate: BitRate) -> FabricSpec {
     f
 }
 
+/// A UDP frame of `len` bytes from `h0` to `far` (10.0.0.2 → 10.0.1.2,
+/// ECN-capable, destination port `dport`) as it enters `leaf0` of a
+/// [`leaf_pair`] fabric on host port 0: the frame scheme tests and
+/// benchmarks feed the switch.
+pub fn leaf_pair_udp_frame(f: &FabricSpec, sport: u16, dport: u16, len: usize) -> bytes::BytesMut {
+    use crate::wire::{ethernet, ipv4, udp, EtherType};
+    let port = &f.nodes[0].ports[0];
+    let mut b = bytes::BytesMut::zeroed(len.max(42));
+    let len = b.len();
+    ethernet::Repr { dst: port.mac, src: port.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
+    ipv4::Repr {
+        src: Ipv4Address::new(10, 0, 0, 2),
+        dst: Ipv4Address::new(10, 0, 1, 2),
+        protocol: ipv4::Protocol::Udp,
+        dscp: 0,
+        ecn: ipv4::Ecn::Ect0,
+        ident: 0,
+        ttl: 64,
+        payload_len: len - 34,
+    }
+    .emit(&mut b[14..]);
+    udp::Repr { src_port: sport, dst_port: dport, payload_len: len - 42 }.emit(&mut b[34..]);
+    b
+}
+
 /// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.
 pub fn switch_port_mac(node: NodeId, port: PortId) -> EthernetAddress {
     let n = node.0.to_be_bytes();

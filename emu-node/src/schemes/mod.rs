@@ -119,3 +119,6 @@ pub(crate) fn param<T: std::str::FromStr>(scheme: &str, params: &Params, key: &s
         }),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -77,6 +77,22 @@ pub struct SwitchConfig {
     pub strict: bool,
 }
 
+impl SwitchConfig {
+    /// Tofino2 with 32 queues per port and the ConWeave setup's 9 MB buffer,
+    /// no ECN, a 1 µs ingress depth snapshot, 10 µs control-plane latency.
+    pub fn tofino2(seed: u64, strict: bool) -> Self {
+        let target = TargetProfile::tofino2();
+        SwitchConfig {
+            tm: TmConfig::standard(32, 9_000_000, target.cell_bytes, None),
+            target,
+            snapshot_period_ns: 1000,
+            cpu_latency_ns: 10_000,
+            seed,
+            strict,
+        }
+    }
+}
+
 /// Errors when building a switch.
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
@@ -142,6 +158,9 @@ pub struct SwitchCounters {
     pub generated: u64,
     /// Frames marked CE.
     pub ecn_marks: u64,
+    /// Packets the program consumed (its own control and timer packets).
+    #[serde(default)]
+    pub consumed_by_program: u64,
 }
 
 impl SwitchCounters {
@@ -324,6 +343,7 @@ impl Switch {
             host_facing: node.ports.iter().map(|p| p.gateway.is_some()).collect(),
             rates: node.ports.iter().map(|p| p.rate).collect(),
             queues_per_port: cfg.tm.queues_per_port,
+            pfc: cfg.tm.pfc.is_some(),
         });
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
         decl.usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
@@ -668,6 +688,10 @@ impl Switch {
             }
             self.counters.mirrored += 1;
             self.enqueue(now, target, m.queue, copy, None, out);
+        }
+        if decision.consume {
+            self.counters.consumed_by_program += 1;
+            return;
         }
         if decision.drop {
             self.counters.drop_program += 1;

@@ -140,6 +140,9 @@ pub struct IngressDecision {
     pub queue: Option<QueueId>,
     /// Drop the packet.
     pub drop: bool,
+    /// The program consumed the packet (e.g. a control packet addressed to
+    /// this switch's program): it ends here and is not counted as a drop.
+    pub consume: bool,
     /// Send the packet around the recirculation port instead of egress.
     pub recirculate: bool,
     /// Punt the packet to the CPU.
@@ -286,6 +289,8 @@ pub struct SwitchView {
     pub rates: Vec<BitRate>,
     /// Queues per port.
     pub queues_per_port: u8,
+    /// PFC (lossless) is enabled on the switch.
+    pub pfc: bool,
 }
 
 impl SwitchView {

@@ -6,6 +6,7 @@ mod determinism;
 mod failures;
 mod incast;
 mod roce;
+mod schemes;
 mod tcp;
 
 use emu_orchestrator::experiment::{self, RunOptions, RunOutcome};

@@ -13,8 +13,10 @@
 //!   REROUTED and carrying TAIL_TX_TSTAMP; if both samples are busy the
 //!   reroute is aborted and monitoring restarts;
 //! - CLEAR from the destination ToR ends the reroute and starts the next
-//!   epoch; so does θ_inactive without packets (CLEAR lost); so **at most
-//!   two paths are in flight** per connection;
+//!   epoch; so does θ_inactive without packets (CLEAR lost), which also
+//!   moves the connection to a sampled non-busy path (nothing is in flight;
+//!   the authors' simulator does the same); so **at most two paths are in
+//!   flight** per connection;
 //! - NOTIFY marks (destination leaf, path) busy for θ_path_busy;
 //! - source routing: the path id names the ToR uplink (low 4 bits) and the
 //!   uplink one tier above (high 4 bits, fat-tree); switches above the ToR
@@ -54,8 +56,8 @@
 //! every register is accessed once per pass in increasing stage order.
 //!
 //! Parameters and defaults (paper Table 3 and §4.1; DESIGN §6.1): θ_reply
-//! 8 µs, θ_path_busy 8 µs, θ_inactive 300 µs, θ_resume_extra 16 µs,
-//! θ_resume_default 200 µs; on a 3-tier fabric (detected from the switch's
+//! 8 µs, θ_path_busy 8 µs, θ_inactive 300 µs, θ_resume_extra 16 µs (64 µs
+//! on lossless switches, Appendix A), θ_resume_default 200 µs; on a 3-tier fabric (detected from the switch's
 //! upward fan-out) θ_path_busy 16 µs, θ_inactive 1 ms, θ_resume_default
 //! 600 µs, unless set explicitly.
 //!
@@ -107,7 +109,12 @@ pub fn info() -> SchemeInfo {
                 unit: "µs",
                 doc: "inactivity that starts a new epoch without CLEAR",
             },
-            ParamInfo { name: "theta_resume_extra_us", default: "16", unit: "µs", doc: "added to the T_resume estimate (Appendix A)" },
+            ParamInfo {
+                name: "theta_resume_extra_us",
+                default: "16 (with PFC: 64)",
+                unit: "µs",
+                doc: "added to the T_resume estimate (Appendix A)",
+            },
             ParamInfo {
                 name: "theta_resume_default_us",
                 default: "200 (3-tier: 600)",
@@ -176,6 +183,7 @@ struct Counters {
     reroute_aborted: u64,
     epochs: u64,
     epochs_inactive: u64,
+    inactive_path_changes: u64,
     rtt_requests: u64,
     rtt_replies_sent: u64,
     rtt_replies_in_time: u64,
@@ -307,13 +315,17 @@ impl SrcConn {
 }
 
 /// Destination-ToR connection state: sig 16 | epoch 2 | tail seen 1 |
-/// rerouted seen 1 | TAIL_TX 16.
+/// rerouted seen 1 | TX of the epoch's first packet here 16 | TAIL_TX 16.
+/// The epoch's TX time tells a packet of an older epoch (older TX, e.g.
+/// held by PFC on a congested path) from a new epoch when the 2-bit epoch
+/// wrapped: the paper's footnote 6 remedy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct DstConn {
     sig: u16,
     epoch: u8,
     tail_seen: bool,
     rr_seen: bool,
+    epoch_tx: u16,
     tail_tx: u16,
 }
 
@@ -324,6 +336,7 @@ impl DstConn {
             epoch: ((v >> 46) & 3) as u8,
             tail_seen: (v >> 45) & 1 == 1,
             rr_seen: (v >> 44) & 1 == 1,
+            epoch_tx: (v >> 16) as u16,
             tail_tx: v as u16,
         }
     }
@@ -332,6 +345,7 @@ impl DstConn {
             | (((self.epoch & 3) as u64) << 46)
             | ((self.tail_seen as u64) << 45)
             | ((self.rr_seen as u64) << 44)
+            | ((self.epoch_tx as u64) << 16)
             | self.tail_tx as u64
     }
 }
@@ -531,7 +545,12 @@ impl ConWeave {
             for (j, s) in [s1, s2].into_iter().enumerate() {
                 if s != u32::MAX && (s % 4) as usize == k {
                     let (_, e) = Self::busy_slot(dst_leaf, s);
-                    avail[j] = cx.register(self.regs.path_busy[k], e, |until| (until, reached(now32, until as u32)))?;
+                    let busy_for = times.path_busy;
+                    avail[j] = cx.register(self.regs.path_busy[k], e, |until| {
+                        // Busy while now is in [until − θ_path_busy, until).
+                        let rem = (until as u32).wrapping_sub(now32) as u64;
+                        (until, until == 0 || rem == 0 || rem > busy_for)
+                    })?;
                 }
             }
         }
@@ -559,6 +578,12 @@ impl ConWeave {
                 st.req_pending = false;
                 c.epochs += 1;
                 c.epochs_inactive += 1;
+                // Nothing in flight: move to a sampled path that is not busy
+                // at no reordering risk (as the authors' simulator does).
+                if let Some(p) = candidates.iter().find(|(s, ok)| *s != u32::MAX && *ok).map(|(s, _)| pid(*s)) {
+                    c.inactive_path_changes += (p != st.path) as u64;
+                    st.path = p;
+                }
             }
             let mut bits = CwBits { path: st.path, opcode: CwOpcode::Data, epoch: st.epoch, rerouted: false, tail: false };
             if st.rerouted {
@@ -625,7 +650,7 @@ impl ConWeave {
         let idx = h % self.conn_entries;
         let now32 = cx.now as u32;
         let reply = self.times.reply;
-        cx.decision.drop = true;
+        cx.decision.consume = true;
         match bits.opcode {
             CwOpcode::Notify => {
                 self.c.notify_received += 1;
@@ -638,13 +663,15 @@ impl ConWeave {
             }
             CwOpcode::RttReply | CwOpcode::Clear => {
                 let mut c = self.c;
+                if bits.opcode == CwOpcode::Clear {
+                    c.clear_received += 1;
+                }
                 cx.register(self.regs.src_conn, idx, |old| {
                     let mut st = SrcConn::unpack(old);
                     if st.sig != sig || st.epoch != bits.epoch {
                         return (old, ());
                     }
                     if bits.opcode == CwOpcode::Clear {
-                        c.clear_received += 1;
                         if st.rerouted {
                             st.rerouted = false;
                             st.req_pending = false;
@@ -705,14 +732,16 @@ impl ConWeave {
         // Stage 2: the connection's reorder state.
         let (class, tail_tx) = cx.register(self.regs.dst_conn, idx, |old| {
             let mut st = DstConn::unpack(old);
+            let fresh = DstConn { sig, epoch: bits.epoch, tail_seen: false, rr_seen: false, epoch_tx: tx, tail_tx: 0 };
             if st.sig != sig {
-                st = DstConn { sig, epoch: bits.epoch, tail_seen: false, rr_seen: false, tail_tx: 0 };
+                st = fresh;
             } else if st.epoch != bits.epoch {
-                if bits.epoch == (st.epoch + 3) & 3 {
-                    // A straggler of the previous epoch.
+                if ts16_diff_ns(tx, st.epoch_tx) < 0 {
+                    // Sent before the current epoch's first packet: a
+                    // straggler of an older epoch, passed to the host.
                     return (old, (DstClass::Ignore, 0));
                 }
-                st = DstConn { sig, epoch: bits.epoch, tail_seen: false, rr_seen: false, tail_tx: 0 };
+                st = fresh;
             }
             let class = if bits.tail {
                 st.tail_seen = true;
@@ -734,12 +763,11 @@ impl ConWeave {
         })?;
         // Stage 3: the latest OLD packet's (TX, arrival), for T_resume.
         let epoch = bits.epoch;
+        // (Any epoch: the latest packet not sent after a reroute describes the
+        // path that is OLD for the next reroute, as the authors' phase-0 cache.)
         let reference = cx.register(self.regs.dst_old_ref, idx, |old| match class {
-            DstClass::Old { .. } | DstClass::Tail => (((epoch as u64) << 50) | (1 << 49) | ((tx as u64) << 32) | now32 as u64, None),
-            DstClass::FirstOoo => {
-                let valid = (old >> 49) & 1 == 1 && ((old >> 50) & 3) as u8 == epoch;
-                (old, valid.then_some(((old >> 32) as u16, old as u32)))
-            }
+            DstClass::Old { .. } | DstClass::Tail => ((1 << 49) | ((tx as u64) << 32) | now32 as u64, None),
+            DstClass::FirstOoo => ((old), ((old >> 49) & 1 == 1).then_some(((old >> 32) as u16, old as u32))),
             _ => (old, None),
         })?;
         let extra = self.times.resume_extra as i64;
@@ -847,7 +875,7 @@ impl ConWeave {
 
     fn timer_pass(&mut self, cx: &mut IngressCx<'_>, t: TimerInfo) -> Result<(), ProgramError> {
         self.c.timer_passes += 1;
-        cx.decision.drop = true;
+        cx.decision.consume = true;
         let n = self.n_reorder(self.queues_per_port);
         if t.queue == 0 || t.queue > n {
             return Ok(());
@@ -887,11 +915,11 @@ impl ConWeave {
                 cx.resume_queue(port, q);
                 let clear = CwBits { path: t.path, opcode: CwOpcode::Clear, epoch: t.epoch, rerouted: false, tail: false };
                 self.send_control(cx, t.conn, clear);
-                cx.decision.drop = false;
+                cx.decision.consume = false;
                 cx.decision.recirculate = true;
             }
             Act::Wait => {
-                cx.decision.drop = false;
+                cx.decision.consume = false;
                 cx.decision.recirculate = true;
             }
         }
@@ -975,6 +1003,10 @@ impl Program for ConWeave {
         self.host_facing = view.host_facing.clone();
         self.queues_per_port = view.queues_per_port;
         self.control_queue = view.queues_per_port.saturating_sub(1);
+        if view.pfc && !self.explicit.contains_key("theta_resume_extra_us") {
+            // Lossless (PFC) paths vary more: the authors use 64 µs (Appendix A).
+            self.times.resume_extra = 64_000;
+        }
         if self.upper_fanout > 1 {
             // 3-tier defaults (DESIGN §6.1, the authors' fat-tree setup).
             let set = |k: &str| self.explicit.contains_key(k);
@@ -1074,6 +1106,7 @@ impl Program for ConWeave {
             ("conweave_reroute_aborted_all_busy", c.reroute_aborted),
             ("conweave_epochs", c.epochs),
             ("conweave_epochs_by_inactivity", c.epochs_inactive),
+            ("conweave_path_changes_after_inactivity", c.inactive_path_changes),
             ("conweave_rtt_requests", c.rtt_requests),
             ("conweave_rtt_replies_sent", c.rtt_replies_sent),
             ("conweave_rtt_replies_in_time", c.rtt_replies_in_time),
@@ -1102,3 +1135,6 @@ impl Program for ConWeave {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests;
