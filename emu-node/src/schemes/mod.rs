@@ -5,6 +5,7 @@
 //! `--set scheme.param=value` overrides. Adding a scheme = a module here,
 //! one entry in [`catalog`] and one arm in [`build`].
 
+pub mod conga;
 pub mod conweave;
 pub mod drill;
 pub mod ecmp;
@@ -80,7 +81,7 @@ pub type Params = BTreeMap<String, String>;
 
 /// Every scheme weft has.
 pub fn catalog() -> Vec<SchemeInfo> {
-    vec![ecmp::info(), letflow::info(), drill::info(), conweave::info()]
+    vec![ecmp::info(), letflow::info(), drill::info(), conga::info(), conweave::info()]
 }
 
 /// Builds scheme `name` with `params` (unknown parameters are errors).
@@ -103,6 +104,7 @@ pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeErro
         "letflow" => Ok(Box::new(letflow::LetFlow::from_params(params)?)),
         "drill" => Ok(Box::new(drill::Drill::from_params(params)?)),
         "conweave" => Ok(Box::new(conweave::ConWeave::from_params(params)?)),
+        "conga" => Ok(Box::new(conga::Conga::from_params(params)?)),
         _ => unreachable!("catalog and build disagree on {name}"),
     }
 }

@@ -342,6 +342,7 @@ impl Switch {
             upper_fanout: sw.map_or(1, |s| s.upper_fanout.max(1)),
             host_facing: node.ports.iter().map(|p| p.gateway.is_some()).collect(),
             rates: node.ports.iter().map(|p| p.rate).collect(),
+            mtus: node.ports.iter().map(|p| p.mtu).collect(),
             queues_per_port: cfg.tm.queues_per_port,
             pfc: cfg.tm.pfc.is_some(),
         });
@@ -906,10 +907,12 @@ impl Switch {
     /// Returns whether it was sent (the egress program may drop it).
     fn depart(&mut self, now: Nanos, port: PortId, mut d: Dequeued, out: &mut Vec<Transmit>) -> bool {
         self.pass_serial += 1;
+        let port_rate = self.ports[port.index()].serializer.rate();
         let mut cx = EgressCx {
             now,
             frame: &mut d.pkt.frame,
             port,
+            port_rate,
             queue: d.queue,
             enq_ts: d.pkt.enq_ts,
             enq_depth: d.pkt.enq_depth,

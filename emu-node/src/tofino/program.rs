@@ -232,6 +232,8 @@ pub struct EgressCx<'a> {
     pub frame: &'a mut BytesMut,
     /// Egress port.
     pub port: PortId,
+    /// The port's current line rate (links can be degraded at run time).
+    pub port_rate: BitRate,
     /// Queue it left.
     pub queue: QueueId,
     /// Enqueue timestamp.
@@ -287,6 +289,8 @@ pub struct SwitchView {
     pub host_facing: Vec<bool>,
     /// Per front-panel port: its line rate.
     pub rates: Vec<BitRate>,
+    /// Per front-panel port: its MTU (IP bytes).
+    pub mtus: Vec<u16>,
     /// Queues per port.
     pub queues_per_port: u8,
     /// PFC (lossless) is enabled on the switch.

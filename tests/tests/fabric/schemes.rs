@@ -62,3 +62,52 @@ fn conweave_moves_flows_off_a_congested_spine_without_reordering_at_the_hosts() 
     let avg = |s: &Summary| s.flows.iter().map(|f| f.fct.unwrap() as f64).sum::<f64>() / s.flows.len() as f64;
     assert!(avg(&cw) < avg(&ecmp), "ConWeave avg FCT {} vs ECMP {}", avg(&cw), avg(&ecmp));
 }
+
+/// CONGA paper Fig. 2: leaf0 sends 100 Gbit/s of short flows to leaf1 over
+/// two 100 Gbit/s spines; the (spine1, leaf1) link runs at 50 Gbit/s, so the
+/// paths carry 100 and 50: a capacity-proportional split sends 1/3 via spine1.
+/// RoCE (IRN) flows: their ACKs carry CONGA's feedback back to leaf0.
+/// Returns the share of leaf0's uplink bytes that went to spine1.
+fn asymmetric_split(scheme: &str, params: &[(&str, &str)]) -> f64 {
+    let degrade = "[switches]\nbuffer = \"9MB\"\necn = { kmin = \"100KB\", kmax = \"400KB\", pmax = 0.2 }\n[[events]]\nat = \"1ns\"\nlink = \"leaf1-spine1\"\naction = \"degrade\"\nrate = \"50Gbps\"\n";
+    let links = "{ rate = \"25Gbps\", delay = \"1us\" }\nfabric_link = { rate = \"100Gbps\", delay = \"1us\" }";
+    let text = leaf_spine(2, 2, 6, links, degrade);
+    // 3000 flows of 50 KB, Poisson arrivals at 100 Gbit/s in total.
+    let (n, size) = (3000, 50_000u64);
+    let mean_gap = size as f64 * 8.0 / 100e9;
+    let mut state = 12345u64;
+    let mut uniform = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut t = 0.0;
+    let mut list = format!("{n}\n");
+    for i in 0..n {
+        t += -mean_gap * uniform().ln();
+        list += &format!("{} {} 0 {size} {t:.9}\n", i % 6, 6 + (i * 5 + i / 6) % 6);
+    }
+    let opts = RunOptions {
+        scheme: Some(scheme.into()),
+        transport: Transport::RoceIrn,
+        seed: 9,
+        flow_list: Some(("fig2.txt".into(), list)),
+        params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..RunOptions::default()
+    };
+    let s = run(&text, &opts).summary;
+    uplink_bytes(&s, "spine1") as f64 / (uplink_bytes(&s, "spine0") + uplink_bytes(&s, "spine1")) as f64
+}
+
+#[test]
+fn conga_splits_traffic_in_proportion_to_capacity_where_local_schemes_do_not() {
+    let conga = asymmetric_split("conga", &[]);
+    let local = asymmetric_split("conga", &[("use_remote", "false")]);
+    let ecmp = asymmetric_split("ecmp", &[]);
+    // Capacity-proportional: spine1's path has 50 of 150 Gbit/s.
+    assert!((conga - 1.0 / 3.0).abs() < 0.07, "CONGA sends {conga:.3} via spine1, want ~0.333");
+    // Blind to the remote bottleneck, these split evenly (ECMP's share also
+    // counts the retransmissions of what the 50 Gbit/s link dropped).
+    for (name, share) in [("local-only", local), ("ECMP", ecmp)] {
+        assert!(share > 0.45, "{name} sends {share:.3} via spine1: at least half was expected");
+    }
+}

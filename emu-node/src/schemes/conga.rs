@@ -1,0 +1,448 @@
+//! CONGA (Alizadeh et al., SIGCOMM 2014): congestion-aware flowlet load
+//! balancing with leaf-to-leaf feedback in a VXLAN overlay (paper §3).
+//!
+//! - **Overlay** (§2.5, §3.1): the source leaf encapsulates every packet
+//!   bound for another leaf in Ethernet / IPv4 / UDP 4789 / VXLAN carrying
+//!   LBTag (the uplink's index in the equal-cost group), CE, FB_LBTag and
+//!   FB_Metric ([`crate::wire::vxlan`]); the destination leaf decapsulates
+//!   (copying a CE mark of the outer header into an ECN-capable inner one,
+//!   RFC 6040). The outer addresses are the inner ones: weft's fabric routes
+//!   host prefixes, not VTEP loopbacks; the source leaf of a packet is the
+//!   leaf its source address's route points to. The UDP source port carries
+//!   a hash of the inner 5-tuple (entropy for the spines' ECMP).
+//! - **DRE** (§3.2) per fabric port, in the egress pipeline: X += bytes of
+//!   each departing packet; every T_dre X ← X (1 − α) (applied lazily at
+//!   the next packet, for every period boundary passed); the metric is
+//!   X / (C τ), τ = T_dre / α, quantised to 3 bits. Each fabric egress
+//!   raises the packet's CE to its metric (§3.3 step 2). The ingress
+//!   pipeline reads the uplinks' metrics from a per-port snapshot published
+//!   by egress, as it reads queue depths.
+//! - **Feedback** (§3.3): the destination leaf stores CE in the
+//!   Congestion-From-Leaf table per (source leaf, LBTag) and marks changed
+//!   entries; every packet to that leaf carries one entry, round-robin,
+//!   favouring changed ones. The source leaf stores FB_Metric in the
+//!   Congestion-To-Leaf table per (destination leaf, LBTag). Metrics not
+//!   refreshed for `aging_us` read as 0 ("metric aging").
+//! - **Decision** (§3.5): on the first packet of a flowlet (gap
+//!   `flowlet_gap_us`, [`FlowletTable`](super::flowlet::FlowletTable)) the
+//!   uplink minimising max(local DRE metric, remote metric) is taken; ties
+//!   go to the flowlet's previous uplink, else at random. With
+//!   `use_remote = false` the decision is local-only (the "Local Only" case
+//!   of the paper's Fig. 2).
+//!
+//! Tables pack one row per leaf into one register entry (8 uplinks × 3-bit
+//! metric + 2-bit age stamp = 40 bits; From-Leaf: 8 × 3 bits + 8 changed
+//! bits), so a decision reads one entry (one SALU access); weft's CONGA
+//! therefore handles up to 8 uplinks per leaf (LBTag 0..7). Frames that
+//! would exceed the fabric MTU once encapsulated (50 bytes) are forwarded
+//! unencapsulated by the same flowlet decision, without feedback (counted).
+//!
+//! Defaults: as the ConWeave evaluation (DESIGN §8.1): flowlet gap 100 µs,
+//! T_dre 50 µs, α 0.2, aging 500 µs (CONGA's own: gap 500 µs, aging ~10 ms).
+//!
+//! Tofino resources: flowlet arrays (stages 1, 3), To-Leaf (stage 2),
+//! feedback cursor (stage 4), From-Leaf (stage 5), DRE per port (egress
+//! stage 1).
+
+use super::ecmp::flow_hash;
+use super::flowlet::FlowletTable;
+use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
+use crate::ids::PortId;
+use crate::time::Nanos;
+use crate::tofino::program::{Declarations, PacketSource, SwitchView};
+use crate::tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
+use crate::wire::frame::FrameInfo;
+use crate::wire::{ethernet, ipv4, udp, vxlan, EtherType, EthernetAddress};
+use bytes::BytesMut;
+
+/// Catalog entry.
+pub fn info() -> SchemeInfo {
+    SchemeInfo {
+        name: "conga",
+        source: "CONGA (SIGCOMM'14) §3; parameters of the ConWeave evaluation",
+        summary: "flowlets to the uplink minimising max(local DRE, remote metric), leaf-to-leaf feedback in a VXLAN overlay",
+        params: vec![
+            ParamInfo { name: "flowlet_gap_us", default: "100", unit: "µs", doc: "flowlet inactivity gap (CONGA's own: 500)" },
+            ParamInfo { name: "t_dre_us", default: "50", unit: "µs", doc: "DRE decrement period T_dre" },
+            ParamInfo { name: "alpha", default: "0.2", unit: "(0,1)", doc: "DRE decrement factor α (τ = T_dre/α)" },
+            ParamInfo { name: "aging_us", default: "500", unit: "µs", doc: "a remote metric not refreshed for this long reads as 0" },
+            ParamInfo { name: "use_remote", default: "true", unit: "bool", doc: "false: local-only decisions (CONGA paper Fig. 2b)" },
+            ParamInfo { name: "entries", default: "65536", unit: "entries", doc: "flowlet table size" },
+        ],
+    }
+}
+
+/// Uplinks a leaf's tables cover.
+const MAX_UPLINKS: usize = 8;
+/// Leaves the tables cover.
+const MAX_LEAVES: u32 = 1024;
+/// Encapsulation overhead.
+const OVERLAY_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + vxlan::HEADER_LEN;
+
+#[derive(Debug, Clone, Copy)]
+struct Regs {
+    to_leaf: RegisterId,
+    fb_cursor: RegisterId,
+    from_leaf: RegisterId,
+    dre: RegisterId,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    flowlets: u64,
+    path_changes: u64,
+    encapsulated: u64,
+    decapsulated: u64,
+    unencapsulated_oversize: u64,
+    feedback_sent: u64,
+    feedback_received: u64,
+    ce_raised: u64,
+}
+
+/// The CONGA program.
+#[derive(Debug, Clone)]
+pub struct Conga {
+    gap_ns: Nanos,
+    t_dre: Nanos,
+    alpha: f64,
+    aging: Nanos,
+    use_remote: bool,
+    entries: u32,
+    flowlets: Option<FlowletTable>,
+    regs: Option<Regs>,
+    leaf: bool,
+    host_facing: Vec<bool>,
+    rates: Vec<f64>,
+    mtus: Vec<u16>,
+    /// Per port: the DRE (X, time of last update) as egress last wrote it.
+    published: Vec<(f64, Nanos)>,
+    c: Counters,
+}
+
+fn positive(p: &Params, key: &str, default: f64) -> Result<f64, SchemeError> {
+    let v: f64 = param("conga", p, key, "positive number", default)?;
+    if v.is_nan() || v <= 0.0 || !v.is_finite() {
+        return Err(SchemeError::BadValue {
+            scheme: "conga".into(),
+            param: key.into(),
+            value: v.to_string(),
+            unit: "positive number".into(),
+        });
+    }
+    Ok(v)
+}
+
+impl Conga {
+    /// Builds from parameters.
+    pub fn from_params(p: &Params) -> Result<Self, SchemeError> {
+        let alpha = positive(p, "alpha", 0.2)?;
+        if alpha >= 1.0 {
+            return Err(SchemeError::BadValue {
+                scheme: "conga".into(),
+                param: "alpha".into(),
+                value: alpha.to_string(),
+                unit: "number in (0, 1)".into(),
+            });
+        }
+        let entries: u32 = param("conga", p, "entries", "u32 > 0", 65536)?;
+        if entries == 0 {
+            return Err(SchemeError::BadValue {
+                scheme: "conga".into(),
+                param: "entries".into(),
+                value: "0".into(),
+                unit: "u32 > 0".into(),
+            });
+        }
+        Ok(Conga {
+            gap_ns: (positive(p, "flowlet_gap_us", 100.0)? * 1000.0) as Nanos,
+            t_dre: ((positive(p, "t_dre_us", 50.0)? * 1000.0) as Nanos).max(1),
+            alpha,
+            aging: ((positive(p, "aging_us", 500.0)? * 1000.0) as Nanos).max(2),
+            use_remote: param("conga", p, "use_remote", "bool", true)?,
+            entries,
+            flowlets: None,
+            regs: None,
+            leaf: false,
+            host_facing: Vec::new(),
+            rates: Vec::new(),
+            mtus: Vec::new(),
+            published: Vec::new(),
+            c: Counters::default(),
+        })
+    }
+
+    /// DRE value `x` written at `t`, decayed to `now` (one factor per T_dre
+    /// boundary passed, as the periodic decrement does).
+    fn decayed(&self, x: f64, t: Nanos, now: Nanos) -> f64 {
+        let k = (now / self.t_dre).saturating_sub(t / self.t_dre);
+        if k == 0 {
+            x
+        } else if k > 200 {
+            0.0
+        } else {
+            x * (1.0 - self.alpha).powi(k as i32)
+        }
+    }
+
+    /// 3-bit congestion metric of port `p` from DRE value `x`.
+    fn quantise(&self, p: PortId, x: f64) -> u8 {
+        let rate_bytes_per_ns = self.rates.get(p.index()).copied().unwrap_or(1.0);
+        let tau = self.t_dre as f64 / self.alpha;
+        let util = x / (rate_bytes_per_ns * tau);
+        (util * 8.0).floor().clamp(0.0, 7.0) as u8
+    }
+
+    fn local_metric(&self, p: PortId, now: Nanos) -> u8 {
+        let (x, t) = self.published.get(p.index()).copied().unwrap_or((0.0, 0));
+        self.quantise(p, self.decayed(x, t, now))
+    }
+
+    /// The 2-bit age stamp of `now` (periods of aging / 2).
+    fn stamp(&self, now: Nanos) -> u64 {
+        (now / (self.aging / 2)) & 3
+    }
+
+    fn faces_host(&self, p: PortId) -> bool {
+        self.host_facing.get(p.index()).copied().unwrap_or(false)
+    }
+}
+
+/// To-Leaf row: metric of tag i in bits 3i..3i+3, age stamp in 24+2i..24+2i+2.
+fn row_metric(row: u64, i: usize) -> u8 {
+    ((row >> (3 * i)) & 7) as u8
+}
+fn row_stamp(row: u64, i: usize) -> u64 {
+    (row >> (24 + 2 * i)) & 3
+}
+fn row_set(row: u64, i: usize, metric: u8, stamp: u64) -> u64 {
+    let cleared = row & !(7 << (3 * i)) & !(3 << (24 + 2 * i));
+    cleared | ((metric as u64 & 7) << (3 * i)) | ((stamp & 3) << (24 + 2 * i))
+}
+
+impl Conga {
+    /// Source leaf: flowlet decision, encapsulation with feedback.
+    fn ingress_source(&mut self, cx: &mut IngressCx<'_>, regs: Regs, dst_leaf: u16) -> Result<(), ProgramError> {
+        let Some(t) = cx.info.five_tuple() else { return Ok(()) };
+        let Some(table) = self.flowlets.clone() else { return Ok(()) };
+        let h = flow_hash(cx.hash_seed, t, true);
+        let now = cx.now;
+        let leaf_idx = dst_leaf as u32 % MAX_LEAVES;
+        let uplinks: Vec<PortId> = cx.group.iter().copied().take(MAX_UPLINKS).collect();
+        let local: Vec<u8> = uplinks.iter().map(|p| self.local_metric(*p, now)).collect();
+        let (use_remote, cur_stamp) = (self.use_remote, self.stamp(now));
+        let up: Vec<bool> = uplinks.iter().map(|p| cx.port_up.get(p.index()).copied().unwrap_or(false)).collect();
+        let d = table.lookup(cx, h, |cx| {
+            // Stage 2: the destination leaf's remote metrics (one row).
+            let row = cx.register(regs.to_leaf, leaf_idx, |row| (row, row))?;
+            let mut best: Vec<usize> = Vec::new();
+            let mut best_m = u8::MAX;
+            for i in 0..uplinks.len() {
+                if !up[i] {
+                    continue;
+                }
+                let remote = if use_remote && (cur_stamp.wrapping_sub(row_stamp(row, i)) & 3) <= 1 { row_metric(row, i) } else { 0 };
+                let m = local[i].max(remote);
+                if m < best_m {
+                    best_m = m;
+                    best.clear();
+                }
+                if m == best_m {
+                    best.push(i);
+                }
+            }
+            if best.is_empty() {
+                return Ok(None);
+            }
+            let k = rand::Rng::random_range(cx.rng, 0..best.len());
+            Ok(Some(uplinks[best[k]]))
+        })?;
+        self.c.flowlets += d.new_flowlet as u64;
+        self.c.path_changes += d.path_changed as u64;
+        let Some(port) = d.port else { return Ok(()) };
+        let tag = uplinks.iter().position(|p| *p == port).unwrap_or(0) as u8;
+        // Stages 4-5: one feedback entry for the destination leaf.
+        let cursor = cx.register(regs.fb_cursor, leaf_idx, |c| ((c + 1) % MAX_UPLINKS as u64, c as usize))?;
+        let feedback = cx.register(regs.from_leaf, leaf_idx, |row| {
+            let changed = (row >> 24) & 0xff;
+            if row == 0 {
+                return (row, None);
+            }
+            let pick = (0..MAX_UPLINKS).map(|j| (cursor + j) % MAX_UPLINKS).find(|i| changed & (1 << i) != 0).unwrap_or(cursor);
+            (row & !(1 << (24 + pick)), Some((pick as u8, row_metric(row, pick))))
+        })?;
+        cx.forward(port);
+        let mtu = self.mtus.get(port.index()).copied().unwrap_or(1500) as usize;
+        if cx.frame.len() + OVERLAY_LEN > mtu + ethernet::TAGGED_HEADER_LEN {
+            self.c.unencapsulated_oversize += 1;
+            return Ok(());
+        }
+        let Some(ip) = cx.info.ip else { return Ok(()) };
+        let inner_len = cx.frame.len();
+        let mut f = BytesMut::zeroed(OVERLAY_LEN + inner_len);
+        ethernet::Repr { dst: EthernetAddress([0; 6]), src: EthernetAddress([0; 6]), vlan_tci: None, ethertype: EtherType::Ipv4 }
+            .emit(&mut f);
+        ipv4::Repr {
+            src: ip.src,
+            dst: ip.dst,
+            protocol: ipv4::Protocol::Udp,
+            dscp: ip.dscp,
+            ecn: ip.ecn,
+            ident: 0,
+            ttl: 64,
+            payload_len: udp::HEADER_LEN + vxlan::HEADER_LEN + inner_len,
+        }
+        .emit(&mut f[14..]);
+        let entropy = 49152 | (h as u16 & 0x3fff);
+        udp::Repr { src_port: entropy, dst_port: udp::VXLAN_PORT, payload_len: vxlan::HEADER_LEN + inner_len }.emit(&mut f[34..]);
+        vxlan::Repr { vni: 1, lb_tag: tag, ce: 0, feedback }.emit(&mut f[42..]);
+        f[OVERLAY_LEN..].copy_from_slice(cx.frame);
+        *cx.frame = f;
+        self.c.encapsulated += 1;
+        self.c.feedback_sent += feedback.is_some() as u64;
+        Ok(())
+    }
+
+    /// Destination leaf: record CE and feedback, decapsulate.
+    fn ingress_destination(&mut self, cx: &mut IngressCx<'_>, regs: Regs, out: PortId) -> Result<(), ProgramError> {
+        let Some(ip) = cx.info.ip else { return Ok(()) };
+        let l4 = ip.l4_offset as usize;
+        let Ok(v) = vxlan::Packet::new_checked(&cx.frame[l4 + udp::HEADER_LEN..]) else { return Ok(()) };
+        let repr = vxlan::Repr::parse(&v);
+        let inner_start = l4 + udp::HEADER_LEN + vxlan::HEADER_LEN;
+        let src_leaf = cx.routes.lookup_with_leaf(ip.src).and_then(|(_, l)| l);
+        if let Some(src_leaf) = src_leaf {
+            let idx = src_leaf as u32 % MAX_LEAVES;
+            let stamp = self.stamp(cx.now);
+            if let Some((tag, metric)) = repr.feedback {
+                self.c.feedback_received += 1;
+                let i = (tag as usize).min(MAX_UPLINKS - 1);
+                cx.register(regs.to_leaf, idx, |row| (row_set(row, i, metric, stamp), ()))?;
+            }
+            let i = (repr.lb_tag as usize).min(MAX_UPLINKS - 1);
+            let ce = repr.ce;
+            cx.register(regs.from_leaf, idx, |row| {
+                let changed = row_metric(row, i) != ce || row == 0;
+                let metrics = (row & 0xff_ffff & !(7 << (3 * i))) | ((ce as u64) << (3 * i));
+                let flags = ((row >> 24) & 0xff) | ((changed as u64) << i);
+                (metrics | (flags << 24) | (1 << 40), ())
+            })?;
+        }
+        let mut inner = BytesMut::from(&cx.frame[inner_start..]);
+        if ip.ecn == ipv4::Ecn::Ce {
+            if let Ok(info) = FrameInfo::parse(&inner) {
+                if info.ip.is_some_and(|i| matches!(i.ecn, ipv4::Ecn::Ect0 | ipv4::Ecn::Ect1)) {
+                    ipv4::Packet::new_unchecked(&mut inner[info.l3_offset as usize..]).set_ecn(ipv4::Ecn::Ce);
+                }
+            }
+        }
+        *cx.frame = inner;
+        self.c.decapsulated += 1;
+        cx.forward(out);
+        Ok(())
+    }
+}
+
+/// Whether `info` is a VXLAN packet.
+fn is_vxlan(info: &FrameInfo) -> bool {
+    info.ip.is_some_and(|i| i.protocol == 17 && i.dst_port == udp::VXLAN_PORT)
+}
+
+impl Program for Conga {
+    fn name(&self) -> &'static str {
+        "conga"
+    }
+
+    fn declare(&mut self, d: &mut Declarations) {
+        let ig = Gress::Ingress;
+        d.hash("conga_5tuple_crc32", ig, 0, 32);
+        self.flowlets = Some(FlowletTable::declare(d, "conga", self.entries, self.gap_ns, 1, 3));
+        self.regs = Some(Regs {
+            to_leaf: d.register("conga_congestion_to_leaf", ig, 2, MAX_LEAVES, 40),
+            fb_cursor: d.register("conga_feedback_cursor", ig, 4, MAX_LEAVES, 8),
+            from_leaf: d.register("conga_congestion_from_leaf", ig, 5, MAX_LEAVES, 41),
+            dre: d.register("conga_dre", Gress::Egress, 1, 512, 64),
+        });
+        d.metadata_bits(32 + 16 + 8 * 3 + 4 + 3 + 4 + 3);
+    }
+
+    fn attach(&mut self, view: &SwitchView) {
+        self.leaf = view.leaf_index.is_some();
+        self.host_facing = view.host_facing.clone();
+        self.rates = view.rates.iter().map(|r| r.bps() as f64 / 8e9).collect();
+        self.mtus = view.mtus.clone();
+        self.published = vec![(0.0, 0); view.host_facing.len()];
+    }
+
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        let Some(regs) = self.regs else { return Ok(()) };
+        let up = |cx: &IngressCx<'_>, p: PortId| cx.port_up.get(p.index()).copied().unwrap_or(false);
+        let from_host = matches!(cx.source, PacketSource::Port(p) if self.faces_host(p));
+        let to_host = (cx.group.len() == 1).then(|| cx.group[0]).filter(|p| self.faces_host(*p));
+        match (to_host, cx.dst_leaf) {
+            (Some(out), _) if is_vxlan(cx.info) && !from_host => self.ingress_destination(cx, regs, out),
+            (None, Some(dst_leaf)) if self.leaf && from_host && cx.info.ip.is_some() && !cx.group.is_empty() => {
+                self.ingress_source(cx, regs, dst_leaf)
+            }
+            _ => {
+                // Spines and everything else: ECMP on the (outer) 5-tuple.
+                let h = cx.info.five_tuple().map_or(0, |t| flow_hash(cx.hash_seed, t, true));
+                cx.decision.egress_port = super::ecmp::select_resilient(cx.group, cx.port_up, h).0;
+                let _ = up;
+                Ok(())
+            }
+        }
+    }
+
+    fn egress(&mut self, cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {
+        if self.faces_host(cx.port) {
+            return Ok(());
+        }
+        let Some(regs) = self.regs else { return Ok(()) };
+        let now = cx.now;
+        let bytes = cx.frame.len() as f64;
+        let (t_dre, alpha) = (self.t_dre, self.alpha);
+        // DRE register: X (f32 bits) | time (ns, low 32 bits).
+        let x = cx.register(regs.dre, cx.port.0 as u32 % 512, |v| {
+            let (x, t) = (f32::from_bits((v >> 32) as u32) as f64, v as u32 as u64);
+            let now32 = now as u32 as u64;
+            let k = (now32 / t_dre).saturating_sub(t / t_dre);
+            let x = if k > 200 { 0.0 } else { x * (1.0 - alpha).powi(k as i32) } + bytes;
+            (((x as f32).to_bits() as u64) << 32 | now32, x)
+        })?;
+        if let Some(r) = self.rates.get_mut(cx.port.index()) {
+            *r = cx.port_rate.bps() as f64 / 8e9;
+        }
+        if let Some(p) = self.published.get_mut(cx.port.index()) {
+            *p = (x, now);
+        }
+        let metric = self.quantise(cx.port, x);
+        // CE ← max(CE, metric) on overlay packets.
+        let Ok(info) = FrameInfo::parse(cx.frame) else { return Ok(()) };
+        if is_vxlan(&info) {
+            if let Some(ip) = info.ip {
+                let at = ip.l4_offset as usize + udp::HEADER_LEN;
+                if let Ok(mut v) = vxlan::Packet::new_checked(&mut cx.frame[at..]) {
+                    if metric > v.ce() {
+                        v.raise_ce(metric);
+                        self.c.ce_raised += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.c;
+        vec![
+            ("conga_flowlets", c.flowlets),
+            ("conga_path_changes", c.path_changes),
+            ("conga_encapsulated", c.encapsulated),
+            ("conga_decapsulated", c.decapsulated),
+            ("conga_unencapsulated_oversize", c.unencapsulated_oversize),
+            ("conga_feedback_sent", c.feedback_sent),
+            ("conga_feedback_received", c.feedback_received),
+            ("conga_ce_raised", c.ce_raised),
+        ]
+    }
+}
