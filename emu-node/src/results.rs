@@ -16,6 +16,7 @@
 //!                   packet sent to last byte received, complete flows),
 //!                   base_fct (alone on its path, see `fct`), slowdown
 //! switches[]        name, scheme, counters{...}, scheme_counters{...},
+//!                   scheme_distributions{name: {value: samples}},
 //!                   max_buffer_bytes, ports[]: port, peer, counters{tx/rx,
 //!                   pfc_pause_sent, pfc_resume_sent, pfc_received},
 //!                   queues[] (only queues that carried traffic): queue,
@@ -23,6 +24,10 @@
 //!                   drops_buffer_full, ecn_marks
 //! hosts[]           name, ip, counters{...}
 //! network           pfc_pauses, drops, drops_buffer, ecn_marks (all switches)
+//! scheme_totals     counters{...} summed over switches, distributions{name:
+//!                   samples, avg, p50, p99, p999, max} merged over switches
+//!                   (ConWeave: reorder queues per host port and reorder
+//!                   buffer bytes per switch, sampled every 10 us)
 //! uplink_imbalance  interval_ns, samples, avg, p50, p90, p99, cdf[] of
 //!                   (max - min) / mean of each leaf's uplink bytes per
 //!                   interval (ConWeave Fig. 14), or null
@@ -157,6 +162,7 @@ pub fn switch_result(fabric: &FabricSpec, i: usize, s: &crate::switch::Switch) -
         scheme: s.program_name().to_string(),
         counters: *s.counters(),
         scheme_counters: s.scheme_counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        scheme_distributions: s.scheme_distributions().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         max_buffer_bytes: s.traffic_manager().max_used_bytes(),
         ports,
     }
@@ -173,6 +179,9 @@ pub struct SwitchResult {
     pub counters: SwitchCounters,
     /// Scheme counters.
     pub scheme_counters: BTreeMap<String, u64>,
+    /// Scheme samples: name → (value → number of samples).
+    #[serde(default)]
+    pub scheme_distributions: BTreeMap<String, BTreeMap<u64, u64>>,
     /// Largest buffer use.
     pub max_buffer_bytes: u64,
     /// Ports.
@@ -220,6 +229,86 @@ pub struct Summary {
     /// Throughput imbalance across each leaf's uplinks (set by the driver
     /// that sampled it, see [`ImbalanceSampler`]).
     pub uplink_imbalance: Option<ImbalanceStats>,
+    /// The scheme's counters summed over switches, and its sampled
+    /// distributions merged over switches.
+    pub scheme_totals: SchemeTotals,
+}
+
+/// Fabric-wide scheme figures (DESIGN §6.1 for ConWeave; flowlets and path
+/// changes for the flowlet schemes).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct SchemeTotals {
+    /// Each counter summed over the switches.
+    pub counters: BTreeMap<String, u64>,
+    /// Each distribution merged over the switches.
+    pub distributions: BTreeMap<String, DistributionStats>,
+}
+
+/// Statistics of a sampled integer distribution.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct DistributionStats {
+    /// Number of samples.
+    pub samples: u64,
+    /// Mean.
+    pub avg: f64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest sample.
+    pub max: u64,
+}
+
+impl DistributionStats {
+    /// Statistics of a histogram (value → count), nearest rank.
+    pub fn of(hist: &BTreeMap<u64, u64>) -> Self {
+        let samples: u64 = hist.values().sum();
+        if samples == 0 {
+            return DistributionStats::default();
+        }
+        let sum: f64 = hist.iter().map(|(v, c)| *v as f64 * *c as f64).sum();
+        let rank = |q: f64| {
+            let want = ((q * samples as f64).ceil() as u64).clamp(1, samples);
+            let mut seen = 0;
+            for (v, c) in hist {
+                seen += c;
+                if seen >= want {
+                    return *v;
+                }
+            }
+            0
+        };
+        DistributionStats {
+            samples,
+            avg: sum / samples as f64,
+            p50: rank(0.5),
+            p99: rank(0.99),
+            p999: rank(0.999),
+            max: hist.keys().next_back().copied().unwrap_or(0),
+        }
+    }
+}
+
+impl SchemeTotals {
+    /// Sums and merges over `switches`.
+    pub fn of(switches: &[SwitchResult]) -> Self {
+        let mut counters = BTreeMap::new();
+        let mut hists: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
+        for w in switches {
+            for (k, v) in &w.scheme_counters {
+                *counters.entry(k.clone()).or_insert(0) += v;
+            }
+            for (k, h) in &w.scheme_distributions {
+                let m = hists.entry(k.clone()).or_default();
+                for (v, c) in h {
+                    *m.entry(*v).or_insert(0) += c;
+                }
+            }
+        }
+        SchemeTotals { counters, distributions: hists.iter().map(|(k, h)| (k.clone(), DistributionStats::of(h))).collect() }
+    }
 }
 
 /// Fabric-wide totals.
@@ -582,6 +671,7 @@ impl Summary {
         flows.sort_by_key(|f| f.id);
         let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns);
         let network = NetworkTotals::of(&switches);
+        let scheme_totals = SchemeTotals::of(&switches);
         Summary {
             schema: SCHEMA,
             topology: fabric.name.clone(),
@@ -596,6 +686,7 @@ impl Summary {
             slowdown,
             network,
             uplink_imbalance: None,
+            scheme_totals,
         }
     }
 
@@ -603,6 +694,7 @@ impl Summary {
     /// and recomputes the network totals from them.
     pub fn set_switches(&mut self, switches: Vec<SwitchResult>) {
         self.network = NetworkTotals::of(&switches);
+        self.scheme_totals = SchemeTotals::of(&switches);
         self.switches = switches;
     }
 

@@ -440,10 +440,18 @@ pub struct CompareCell {
     pub outcome: Result<RunOutcome, RunError>,
 }
 
-/// Runs `base` for every scheme x load (the workload's load is replaced),
-/// on up to `jobs` threads. Each run is independent and seeded by
+/// Runs `base` for every scheme x load (the workload's load is replaced;
+/// each scheme gets its own parameters from `params`, `base.params` when
+/// absent), on up to `jobs` threads. Each run is independent and seeded by
 /// `base.seed`, so the matrix is deterministic whatever `jobs` is.
-pub fn compare(topo: &Topology, base: &RunOptions, schemes: &[String], loads: &[f64], jobs: usize) -> Vec<CompareCell> {
+pub fn compare(
+    topo: &Topology,
+    base: &RunOptions,
+    schemes: &[String],
+    params: &std::collections::BTreeMap<String, Params>,
+    loads: &[f64],
+    jobs: usize,
+) -> Vec<CompareCell> {
     let cells: Vec<(String, f64)> = schemes.iter().flat_map(|s| loads.iter().map(move |l| (s.clone(), *l))).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<Vec<Option<CompareCell>>> = std::sync::Mutex::new((0..cells.len()).map(|_| None).collect());
@@ -454,6 +462,9 @@ pub fn compare(topo: &Topology, base: &RunOptions, schemes: &[String], loads: &[
                 let Some((scheme, load)) = cells.get(i) else { break };
                 let mut opts = base.clone();
                 opts.scheme = Some(scheme.clone());
+                if let Some(p) = params.get(scheme) {
+                    opts.params = p.clone();
+                }
                 if let Some(w) = &mut opts.workload {
                     w.load = *load;
                 }

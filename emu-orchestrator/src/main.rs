@@ -103,10 +103,15 @@ struct CompareArgs {
     /// Flows per run.
     #[arg(long, default_value_t = 2000)]
     flows: usize,
-    /// Host transport: udp, roce-lossless, roce-irn, tcp.
-    #[arg(long, default_value = "roce-irn")]
-    transport: String,
-    /// Transport or scheme parameter (as for `weft run`).
+    /// Comma-separated host transports: udp, roce-lossless, roce-irn, tcp.
+    #[arg(long, value_delimiter = ',', default_value = "roce-irn")]
+    transport: Vec<String>,
+    /// Do not count flows that start before this in the slowdown statistics
+    /// (the ConWeave setup drops the first 5 ms).
+    #[arg(long, default_value = "0ns")]
+    warmup: String,
+    /// Transport or scheme parameter (as for `weft run`; a scheme's
+    /// parameters apply to that scheme's runs only).
     #[arg(long = "set", value_name = "NAME.PARAM=VALUE")]
     set: Vec<String>,
     /// Run seed.
@@ -115,7 +120,7 @@ struct CompareArgs {
     /// Parallel runs (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Output directory (one sub-directory per run).
+    /// Output directory (one sub-directory per run, and compare.json).
     #[arg(long, default_value = "weft-compare")]
     out: PathBuf,
 }
@@ -399,58 +404,118 @@ fn run(a: RunArgs) -> Result<()> {
 
 fn compare(a: CompareArgs) -> Result<()> {
     let topo = Topology::load(&a.topology)?;
+    let (per_scheme, transport_params) = split_sets_per_scheme(&a.set)?;
     for s in &a.schemes {
-        schemes::build(s, &Default::default())?;
+        schemes::build(s, per_scheme.get(s).unwrap_or(&schemes::Params::new()))?;
     }
     if let Some(l) = a.loads.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
         bail!("--loads: {l} is not in (0, 1]");
     }
-    let (params, transport_params) = split_sets(&a.set)?;
-    let base = RunOptions {
-        seed: a.seed,
-        params,
-        transport_params,
-        scale_time_params: false,
-        transport: a.transport.parse().map_err(anyhow::Error::msg)?,
-        workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
-        ..RunOptions::default()
-    };
+    let warmup = parse_duration(&a.warmup).context("--warmup")?;
+    let transports: Vec<(String, experiment::Transport)> =
+        a.transport.iter().map(|t| Ok((t.clone(), t.parse().map_err(anyhow::Error::msg)?))).collect::<Result<_>>()?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let n = a.schemes.len() * a.loads.len();
+    let n = a.schemes.len() * a.loads.len() * transports.len();
     eprintln!("running {n} experiments ({} flows each) on {jobs} threads...", a.flows);
     let started = std::time::Instant::now();
-    let cells = experiment::compare(&topo, &base, &a.schemes, &a.loads, jobs);
-    println!(
-        "{} | {} | {} | {} flows per run | seed {} | FCT slowdown avg / p99",
-        topo.fabric.name, a.transport, a.workload, a.flows, a.seed
-    );
-    println!(
-        "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | by size: <=10KB, 10-100KB, 100KB-1MB, >1MB",
-        "scheme", "load", "overall", "<1 BDP", ">=1 BDP"
-    );
-    for c in &cells {
-        let o = c.outcome.as_ref().map_err(|e| anyhow::anyhow!("{} at load {}: {e}", c.scheme, c.load))?;
-        let s = &o.summary.slowdown;
-        let cell =
-            |x: &emu_node::results::SlowdownStats| if x.flows == 0 { "-".to_string() } else { format!("{:.2} / {:.2}", x.avg, x.p99) };
-        let sizes: Vec<String> = s.by_size.iter().map(|(_, x)| cell(x)).collect();
+    let mut report = Vec::new();
+    for (tname, transport) in &transports {
+        let base = RunOptions {
+            seed: a.seed,
+            transport_params: transport_params.clone(),
+            scale_time_params: false,
+            transport: *transport,
+            warmup,
+            workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
+            ..RunOptions::default()
+        };
+        let t0 = std::time::Instant::now();
+        let cells = experiment::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs);
+        let wall = t0.elapsed();
         println!(
-            "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | {}",
-            c.scheme,
-            c.load,
-            cell(&s.overall),
-            cell(&s.below_bdp),
-            cell(&s.above_bdp),
-            sizes.join(", ")
+            "{} | {} | {} | {} flows per run | warm-up {} | seed {} | FCT slowdown avg / p99",
+            topo.fabric.name,
+            tname,
+            a.workload,
+            a.flows,
+            format_duration(warmup),
+            a.seed
         );
-        let dir = a.out.join(format!("{}-load{}", c.scheme, c.load));
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(dir.join("summary.json"), o.summary.to_json() + "\n")
-            .with_context(|| format!("cannot write into {}", dir.display()))?;
-        std::fs::write(dir.join("flows.csv"), o.summary.flows_csv()).with_context(|| format!("cannot write into {}", dir.display()))?;
+        println!(
+            "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | by size: <=10KB, 10-100KB, 100KB-1MB, >1MB",
+            "scheme", "load", "overall", "<1 BDP", ">=1 BDP"
+        );
+        for c in &cells {
+            let o = c.outcome.as_ref().map_err(|e| anyhow::anyhow!("{} at load {} ({tname}): {e}", c.scheme, c.load))?;
+            let s = &o.summary.slowdown;
+            let cell =
+                |x: &emu_node::results::SlowdownStats| if x.flows == 0 { "-".to_string() } else { format!("{:.2} / {:.2}", x.avg, x.p99) };
+            let sizes: Vec<String> = s.by_size.iter().map(|(_, x)| cell(x)).collect();
+            println!(
+                "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | {}",
+                c.scheme,
+                c.load,
+                cell(&s.overall),
+                cell(&s.below_bdp),
+                cell(&s.above_bdp),
+                sizes.join(", ")
+            );
+            let dir = a.out.join(tname).join(format!("{}-load{}", c.scheme, c.load));
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::write(dir.join("summary.json"), o.summary.to_json() + "\n")
+                .with_context(|| format!("cannot write into {}", dir.display()))?;
+            std::fs::write(dir.join("flows.csv"), o.summary.flows_csv()).with_context(|| format!("cannot write into {}", dir.display()))?;
+            report.push(serde_json::json!({
+                "transport": tname,
+                "scheme": c.scheme,
+                "load": c.load,
+                "slowdown": s,
+                "uplink_imbalance": o.summary.uplink_imbalance,
+                "scheme_totals": o.summary.scheme_totals,
+                "network": o.summary.network,
+                "out_of_order": o.summary.flows.iter().map(|f| f.out_of_order).sum::<u64>(),
+                "simulated_ns": o.summary.simulated_ns,
+                "packet_hops": o.summary.totals.packet_hops,
+                "events": o.summary.totals.events,
+                "wall_s": o.wall.as_secs_f64(),
+            }));
+        }
+        println!("({} runs in {:.1}s)", cells.len(), wall.as_secs_f64());
     }
+    let doc = serde_json::json!({
+        "schema": "weft.compare/1",
+        "topology": topo.fabric.name,
+        "workload": a.workload,
+        "flows": a.flows,
+        "seed": a.seed,
+        "warmup_ns": warmup,
+        "set": a.set,
+        "wall_s": started.elapsed().as_secs_f64(),
+        "runs": report,
+    });
+    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
+    let path = a.out.join("compare.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     println!("({} runs in {:.1}s; results in {})", n, started.elapsed().as_secs_f64(), a.out.display());
     Ok(())
+}
+
+/// Splits `--set` arguments into per-scheme parameters and transport parameters.
+fn split_sets_per_scheme(
+    sets: &[String],
+) -> Result<(std::collections::BTreeMap<String, schemes::Params>, std::collections::BTreeMap<String, String>)> {
+    let mut per_scheme: std::collections::BTreeMap<String, schemes::Params> = Default::default();
+    let (_, transport_params) = split_sets(sets)?;
+    for s in sets {
+        if let Some((k, v)) = s.split_once('=') {
+            if let Some((scheme, param)) = k.split_once('.') {
+                if !experiment::TRANSPORT_PARAM_GROUPS.contains(&scheme) {
+                    per_scheme.entry(scheme.to_string()).or_default().insert(param.to_string(), v.to_string());
+                }
+            }
+        }
+    }
+    Ok((per_scheme, transport_params))
 }
 
 /// Splits `--set` arguments into scheme parameters and transport parameters.
@@ -535,6 +600,39 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
     }
     if let Some((d, sw, p)) = maxq {
         println!("  deepest queue       {d} B at {sw} port {p}");
+    }
+    let st = &s.scheme_totals;
+    let c = |k: &str| st.counters.get(k).copied().unwrap_or(0);
+    match s.scheme.as_str() {
+        "conweave" => {
+            println!(
+                "  conweave            {} reroutes ({} aborted: paths busy), {} epochs, {} NOTIFY, {} CLEAR, {} held pkts, {} T_resume expiries, {} fallback pkts",
+                c("conweave_reroutes"),
+                c("conweave_reroute_aborted_all_busy"),
+                c("conweave_epochs"),
+                c("conweave_notify_sent"),
+                c("conweave_clear_sent"),
+                c("conweave_held_packets"),
+                c("conweave_resume_expiries"),
+                c("conweave_fallback_packets")
+            );
+            if let (Some(q), Some(b)) =
+                (st.distributions.get("conweave_reorder_queues_per_port"), st.distributions.get("conweave_reorder_buffer_bytes_per_switch"))
+            {
+                println!(
+                    "  reorder queues/port avg {:.3} p99 {} max {}; reorder buffer/switch avg {:.0} B p99 {} B max {} B",
+                    q.avg, q.p99, q.max, b.avg, b.p99, b.max
+                );
+            }
+        }
+        "letflow" | "conga" => {
+            let n = s.scheme.as_str();
+            println!("  {n:<19} {} flowlets, {} path changes", c(&format!("{n}_flowlets")), c(&format!("{n}_path_changes")));
+        }
+        "drill" => {
+            println!("  drill               {} decisions, {} moves to a shorter queue", c("drill_decisions"), c("drill_path_changes"))
+        }
+        _ => {}
     }
     let secs = wall.as_secs_f64().max(1e-9);
     println!(

@@ -146,13 +146,15 @@ fn compare_runs_the_matrix_deterministically_whatever_the_parallelism() {
             "compare",
             "leaf-spine-2x4",
             "--schemes",
-            "ecmp",
+            "ecmp,conweave",
             "--loads",
             "0.3,0.6",
             "--workload",
             "solar",
             "--flows",
             "400",
+            "--set",
+            "conweave.theta_reply_us=12",
             "--jobs",
             jobs,
             "--out",
@@ -162,9 +164,14 @@ fn compare_runs_the_matrix_deterministically_whatever_the_parallelism() {
         let table = String::from_utf8_lossy(&o.stdout);
         assert!(table.contains("ecmp") && table.contains("0.3") && table.contains("0.6") && table.contains("<1 BDP"), "{table}");
     }
-    for cell in ["ecmp-load0.3", "ecmp-load0.6"] {
-        assert_eq!(std::fs::read(a.join(cell).join("summary.json")).unwrap(), std::fs::read(b.join(cell).join("summary.json")).unwrap());
+    for cell in ["ecmp-load0.3", "ecmp-load0.6", "conweave-load0.3", "conweave-load0.6"] {
+        let (x, y) = (a.join("roce-irn").join(cell).join("summary.json"), b.join("roce-irn").join(cell).join("summary.json"));
+        assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap(), "{cell}");
     }
+    // One machine-readable report with every run (a scheme's --set applies
+    // to that scheme only: ECMP ran with the ConWeave parameter given).
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(a.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(report["runs"].as_array().unwrap().len(), 4);
     let o = weft(&["compare", "leaf-spine-2x4", "--schemes", "ecmp", "--loads", "1.5"]);
     assert!(!o.status.success() && stderr(&o).contains("1.5 is not in (0, 1]"));
     for d in [a, b] {

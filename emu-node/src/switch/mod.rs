@@ -419,6 +419,10 @@ impl Switch {
     pub fn scheme_counters(&self) -> Vec<(&'static str, u64)> {
         self.program.counters()
     }
+    /// The program's sampled distributions.
+    pub fn scheme_distributions(&self) -> Vec<(&'static str, std::collections::BTreeMap<u64, u64>)> {
+        self.program.distributions()
+    }
     /// Declared resources (program + L3 tables).
     pub fn resources(&self) -> &ResourceUsage {
         &self.usage
