@@ -26,7 +26,8 @@
 //! - **Decision** (§3.5): on the first packet of a flowlet (gap
 //!   `flowlet_gap_us`, [`FlowletTable`](super::flowlet::FlowletTable)) the
 //!   uplink minimising max(local DRE metric, remote metric) is taken; ties
-//!   go to the flowlet's previous uplink, else at random. With
+//!   are broken at random (the flowlet's previous uplink, which CONGA
+//!   prefers on ties, is read only in the flowlet table's later stage). With
 //!   `use_remote = false` the decision is local-only (the "Local Only" case
 //!   of the paper's Fig. 2).
 //!
@@ -46,7 +47,7 @@
 
 use super::ecmp::flow_hash;
 use super::flowlet::FlowletTable;
-use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
 use crate::ids::PortId;
 use crate::time::Nanos;
 use crate::tofino::program::{Declarations, PacketSource, SwitchView};
@@ -119,45 +120,16 @@ pub struct Conga {
     c: Counters,
 }
 
-fn positive(p: &Params, key: &str, default: f64) -> Result<f64, SchemeError> {
-    let v: f64 = param("conga", p, key, "positive number", default)?;
-    if v.is_nan() || v <= 0.0 || !v.is_finite() {
-        return Err(SchemeError::BadValue {
-            scheme: "conga".into(),
-            param: key.into(),
-            value: v.to_string(),
-            unit: "positive number".into(),
-        });
-    }
-    Ok(v)
-}
-
 impl Conga {
     /// Builds from parameters.
     pub fn from_params(p: &Params) -> Result<Self, SchemeError> {
-        let alpha = positive(p, "alpha", 0.2)?;
-        if alpha >= 1.0 {
-            return Err(SchemeError::BadValue {
-                scheme: "conga".into(),
-                param: "alpha".into(),
-                value: alpha.to_string(),
-                unit: "number in (0, 1)".into(),
-            });
-        }
-        let entries: u32 = param("conga", p, "entries", "u32 > 0", 65536)?;
-        if entries == 0 {
-            return Err(SchemeError::BadValue {
-                scheme: "conga".into(),
-                param: "entries".into(),
-                value: "0".into(),
-                unit: "u32 > 0".into(),
-            });
-        }
+        let alpha = param_in("conga", p, "alpha", "number in (0, 1)", 0.2f64, |a| *a > 0.0 && *a < 1.0)?;
+        let entries = param_in("conga", p, "entries", "u32 > 0", 65536u32, |e| *e > 0)?;
         Ok(Conga {
-            gap_ns: (positive(p, "flowlet_gap_us", 100.0)? * 1000.0) as Nanos,
-            t_dre: ((positive(p, "t_dre_us", 50.0)? * 1000.0) as Nanos).max(1),
+            gap_ns: param_us("conga", p, "flowlet_gap_us", 100.0, true)?,
+            t_dre: param_us("conga", p, "t_dre_us", 50.0, true)?.max(1),
             alpha,
-            aging: ((positive(p, "aging_us", 500.0)? * 1000.0) as Nanos).max(2),
+            aging: param_us("conga", p, "aging_us", 500.0, true)?.max(2),
             use_remote: param("conga", p, "use_remote", "bool", true)?,
             entries,
             flowlets: None,
@@ -223,43 +195,48 @@ impl Conga {
     /// Source leaf: flowlet decision, encapsulation with feedback.
     fn ingress_source(&mut self, cx: &mut IngressCx<'_>, regs: Regs, dst_leaf: u16) -> Result<(), ProgramError> {
         let Some(t) = cx.info.five_tuple() else { return Ok(()) };
-        let Some(table) = self.flowlets.clone() else { return Ok(()) };
+        let Some(table) = &self.flowlets else { return Ok(()) };
         let h = flow_hash(cx.hash_seed, t, true);
         let now = cx.now;
         let leaf_idx = dst_leaf as u32 % MAX_LEAVES;
-        let uplinks: Vec<PortId> = cx.group.iter().copied().take(MAX_UPLINKS).collect();
-        let local: Vec<u8> = uplinks.iter().map(|p| self.local_metric(*p, now)).collect();
+        // The uplinks (LBTag = index in the group), their local metric, or
+        // None when the link is down.
+        let n = cx.group.len().min(MAX_UPLINKS);
+        let mut uplinks = [PortId(0); MAX_UPLINKS];
+        let mut local = [None; MAX_UPLINKS];
+        for (i, p) in cx.group.iter().take(n).enumerate() {
+            uplinks[i] = *p;
+            local[i] = cx.port_up.get(p.index()).copied().unwrap_or(false).then(|| self.local_metric(*p, now));
+        }
         let (use_remote, cur_stamp) = (self.use_remote, self.stamp(now));
-        let up: Vec<bool> = uplinks.iter().map(|p| cx.port_up.get(p.index()).copied().unwrap_or(false)).collect();
         let d = table.lookup(cx, h, |cx| {
             // Stage 2: the destination leaf's remote metrics (one row).
             let row = cx.register(regs.to_leaf, leaf_idx, |row| (row, row))?;
-            let mut best: Vec<usize> = Vec::new();
+            let mut best = 0u32; // bit i: uplink i has the least metric
             let mut best_m = u8::MAX;
-            for i in 0..uplinks.len() {
-                if !up[i] {
-                    continue;
-                }
-                let remote = if use_remote && (cur_stamp.wrapping_sub(row_stamp(row, i)) & 3) <= 1 { row_metric(row, i) } else { 0 };
-                let m = local[i].max(remote);
+            for (i, l) in local.iter().enumerate().take(n) {
+                let Some(l) = l else { continue };
+                let fresh = (cur_stamp.wrapping_sub(row_stamp(row, i)) & 3) <= 1;
+                let m = (*l).max(if use_remote && fresh { row_metric(row, i) } else { 0 });
                 if m < best_m {
                     best_m = m;
-                    best.clear();
+                    best = 0;
                 }
                 if m == best_m {
-                    best.push(i);
+                    best |= 1 << i;
                 }
             }
-            if best.is_empty() {
+            if best == 0 {
                 return Ok(None);
             }
-            let k = rand::Rng::random_range(cx.rng, 0..best.len());
-            Ok(Some(uplinks[best[k]]))
+            let k = rand::Rng::random_range(cx.rng, 0..best.count_ones());
+            let i = (0..n).filter(|i| best & (1 << i) != 0).nth(k as usize).unwrap_or(0);
+            Ok(Some(uplinks[i]))
         })?;
         self.c.flowlets += d.new_flowlet as u64;
         self.c.path_changes += d.path_changed as u64;
         let Some(port) = d.port else { return Ok(()) };
-        let tag = uplinks.iter().position(|p| *p == port).unwrap_or(0) as u8;
+        let tag = uplinks[..n].iter().position(|p| *p == port).unwrap_or(0) as u8;
         // Stages 4-5: one feedback entry for the destination leaf.
         let cursor = cx.register(regs.fb_cursor, leaf_idx, |c| ((c + 1) % MAX_UPLINKS as u64, c as usize))?;
         let feedback = cx.register(regs.from_leaf, leaf_idx, |row| {
@@ -309,7 +286,7 @@ impl Conga {
         let Ok(v) = vxlan::Packet::new_checked(&cx.frame[l4 + udp::HEADER_LEN..]) else { return Ok(()) };
         let repr = vxlan::Repr::parse(&v);
         let inner_start = l4 + udp::HEADER_LEN + vxlan::HEADER_LEN;
-        let src_leaf = cx.routes.lookup_with_leaf(ip.src).and_then(|(_, l)| l);
+        let src_leaf = cx.leaf_of(ip.src);
         if let Some(src_leaf) = src_leaf {
             let idx = src_leaf as u32 % MAX_LEAVES;
             let stamp = self.stamp(cx.now);
@@ -375,7 +352,6 @@ impl Program for Conga {
 
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
         let Some(regs) = self.regs else { return Ok(()) };
-        let up = |cx: &IngressCx<'_>, p: PortId| cx.port_up.get(p.index()).copied().unwrap_or(false);
         let from_host = matches!(cx.source, PacketSource::Port(p) if self.faces_host(p));
         let to_host = (cx.group.len() == 1).then(|| cx.group[0]).filter(|p| self.faces_host(*p));
         match (to_host, cx.dst_leaf) {
@@ -387,7 +363,6 @@ impl Program for Conga {
                 // Spines and everything else: ECMP on the (outer) 5-tuple.
                 let h = cx.info.five_tuple().map_or(0, |t| flow_hash(cx.hash_seed, t, true));
                 cx.decision.egress_port = super::ecmp::select_resilient(cx.group, cx.port_up, h).0;
-                let _ = up;
                 Ok(())
             }
         }

@@ -21,7 +21,7 @@
 //! Counters: `drill_decisions`, `drill_path_changes` (decisions that moved
 //! away from the remembered port).
 
-use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param_in, ParamInfo, Params, SchemeError, SchemeInfo};
 use crate::ids::PortId;
 use crate::tofino::program::Declarations;
 use crate::tofino::{Gress, IngressCx, Program, ProgramError, RegisterId};
@@ -55,16 +55,8 @@ pub struct Drill {
 impl Drill {
     /// Builds from parameters.
     pub fn from_params(p: &Params) -> Result<Self, SchemeError> {
-        let samples: u32 = param("drill", p, "samples", "number of ports (1..=8)", 2)?;
-        let memory: u32 = param("drill", p, "memory", "0 or 1", 1)?;
-        if !(1..=8).contains(&samples) || memory > 1 {
-            return Err(SchemeError::BadValue {
-                scheme: "drill".into(),
-                param: if memory > 1 { "memory" } else { "samples" }.into(),
-                value: if memory > 1 { memory.to_string() } else { samples.to_string() },
-                unit: if memory > 1 { "0 or 1" } else { "number of ports (1..=8)" }.into(),
-            });
-        }
+        let samples = param_in("drill", p, "samples", "number of ports (1..=8)", 2u32, |s| (1..=8).contains(s))?;
+        let memory = param_in("drill", p, "memory", "0 or 1", 1u32, |m| *m <= 1)?;
         Ok(Drill { samples, memory: memory == 1, best: None, decisions: 0, path_changes: 0 })
     }
 }

@@ -46,11 +46,6 @@ impl FlowletTable {
         FlowletTable { gap_ns, entries, ts, port }
     }
 
-    /// The gap.
-    pub fn gap_ns(&self) -> Nanos {
-        self.gap_ns
-    }
-
     /// Looks up flow `hash`. `choose` (which may use `cx` for randomness
     /// or registers in stages between the two arrays, as the hardware
     /// computes the candidate in those stages for every packet) gives the

@@ -18,7 +18,8 @@
 
 use super::ecmp::flow_hash;
 use super::flowlet::{random_up_port, FlowletTable};
-use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use crate::time::Nanos;
 use crate::tofino::program::Declarations;
 use crate::tofino::{Gress, IngressCx, Program, ProgramError};
 
@@ -38,7 +39,7 @@ pub fn info() -> SchemeInfo {
 /// The LetFlow program.
 #[derive(Debug, Clone)]
 pub struct LetFlow {
-    gap_us: f64,
+    gap_ns: Nanos,
     entries: u32,
     table: Option<FlowletTable>,
     flowlets: u64,
@@ -48,17 +49,9 @@ pub struct LetFlow {
 impl LetFlow {
     /// Builds from parameters.
     pub fn from_params(p: &Params) -> Result<Self, SchemeError> {
-        let gap_us: f64 = param("letflow", p, "flowlet_gap_us", "number of µs", 100.0)?;
-        let entries: u32 = param("letflow", p, "entries", "u32 > 0", 65536)?;
-        if gap_us.is_nan() || gap_us <= 0.0 || entries == 0 {
-            return Err(SchemeError::BadValue {
-                scheme: "letflow".into(),
-                param: if entries == 0 { "entries" } else { "flowlet_gap_us" }.into(),
-                value: if entries == 0 { "0".into() } else { gap_us.to_string() },
-                unit: "positive number".into(),
-            });
-        }
-        Ok(LetFlow { gap_us, entries, table: None, flowlets: 0, path_changes: 0 })
+        let gap_ns = param_us("letflow", p, "flowlet_gap_us", 100.0, true)?;
+        let entries = param_in("letflow", p, "entries", "u32 > 0", 65536u32, |e| *e > 0)?;
+        Ok(LetFlow { gap_ns, entries, table: None, flowlets: 0, path_changes: 0 })
     }
 }
 
@@ -70,7 +63,7 @@ impl Program for LetFlow {
     fn declare(&mut self, d: &mut Declarations) {
         d.hash("letflow_5tuple_crc32", Gress::Ingress, 1, 32);
         d.metadata_bits(32 + 16 + 1);
-        self.table = Some(FlowletTable::declare(d, "letflow", self.entries, (self.gap_us * 1000.0) as u64, 2, 3));
+        self.table = Some(FlowletTable::declare(d, "letflow", self.entries, self.gap_ns, 2, 3));
     }
 
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {

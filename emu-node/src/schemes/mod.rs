@@ -122,5 +122,30 @@ pub(crate) fn param<T: std::str::FromStr>(scheme: &str, params: &Params, key: &s
     }
 }
 
+/// [`param`] that also rejects values outside `valid` (e.g. zero table
+/// sizes, negative times), naming the parameter and the accepted range.
+pub(crate) fn param_in<T: std::str::FromStr + ToString>(
+    scheme: &str,
+    params: &Params,
+    key: &str,
+    unit: &str,
+    default: T,
+    valid: impl Fn(&T) -> bool,
+) -> Result<T, SchemeError> {
+    let v = param(scheme, params, key, unit, default)?;
+    if valid(&v) {
+        Ok(v)
+    } else {
+        Err(SchemeError::BadValue { scheme: scheme.into(), param: key.into(), value: v.to_string(), unit: unit.into() })
+    }
+}
+
+/// A finite number of microseconds at least `min`, in ns.
+pub(crate) fn param_us(scheme: &str, params: &Params, key: &str, default: f64, positive: bool) -> Result<u64, SchemeError> {
+    let unit = if positive { "positive number of µs" } else { "non-negative number of µs" };
+    let v = param_in(scheme, params, key, unit, default, |v: &f64| v.is_finite() && if positive { *v > 0.0 } else { *v >= 0.0 })?;
+    Ok((v * 1000.0) as u64)
+}
+
 #[cfg(test)]
 mod tests;

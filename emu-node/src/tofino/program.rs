@@ -218,6 +218,10 @@ impl IngressCx<'_> {
     pub fn route(&self, dst: Ipv4Address) -> Option<&[PortId]> {
         self.routes.lookup(dst)
     }
+    /// Index of the leaf `ip` attaches to (from the routes).
+    pub fn leaf_of(&self, ip: Ipv4Address) -> Option<u16> {
+        self.routes.lookup_with_leaf(ip).and_then(|(_, leaf)| leaf)
+    }
     /// Emits a frame made from this packet (see [`EmittedFrame`]).
     pub fn emit(&mut self, target: EmitTarget, frame: BytesMut) {
         self.decision.emit.push(EmittedFrame { target, frame });

@@ -79,7 +79,7 @@
 pub mod frames;
 
 use super::ecmp::{flow_hash, select_resilient};
-use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
 use crate::fabric::SwitchRole;
 use crate::ids::{PortId, QueueId};
 use crate::time::Nanos;
@@ -218,7 +218,6 @@ pub struct ConWeave {
     upper_fanout: u16,
     host_facing: Vec<bool>,
     queues_per_port: u8,
-    control_queue: u8,
     c: Counters,
     /// Reorder queues in use per host port (shadow of the tables, for metrics).
     in_use: BTreeMap<u16, u32>,
@@ -228,16 +227,7 @@ pub struct ConWeave {
 }
 
 fn us(p: &Params, key: &str, default: f64) -> Result<Nanos, SchemeError> {
-    let v: f64 = param("conweave", p, key, "number of µs", default)?;
-    if v.is_nan() || v < 0.0 || !v.is_finite() {
-        return Err(SchemeError::BadValue {
-            scheme: "conweave".into(),
-            param: key.into(),
-            value: v.to_string(),
-            unit: "non-negative µs".into(),
-        });
-    }
-    Ok((v * 1000.0) as Nanos)
+    param_us("conweave", p, key, default, false)
 }
 
 impl ConWeave {
@@ -250,15 +240,7 @@ impl ConWeave {
             resume_extra: us(p, "theta_resume_extra_us", 16.0)?,
             resume_default: us(p, "theta_resume_default_us", 200.0)?,
         };
-        let conn_entries: u32 = param("conweave", p, "conn_entries", "u32 > 0", 4096)?;
-        if conn_entries == 0 {
-            return Err(SchemeError::BadValue {
-                scheme: "conweave".into(),
-                param: "conn_entries".into(),
-                value: "0".into(),
-                unit: "u32 > 0".into(),
-            });
-        }
+        let conn_entries = param_in("conweave", p, "conn_entries", "u32 > 0", 4096u32, |e| *e > 0)?;
         Ok(ConWeave {
             explicit: p.clone(),
             times,
@@ -269,7 +251,6 @@ impl ConWeave {
             upper_fanout: 1,
             host_facing: Vec::new(),
             queues_per_port: 32,
-            control_queue: 31,
             c: Counters::default(),
             in_use: BTreeMap::new(),
             queues_per_port_hist: BTreeMap::new(),
@@ -432,7 +413,7 @@ fn reached(now32: u32, at: u32) -> bool {
 #[derive(Debug, Clone, Copy)]
 enum SrcDecision {
     Fallback,
-    Send { path: u8, bits: CwBits },
+    Send(CwBits),
 }
 
 /// What the destination ToR's connection stage classified.
@@ -529,12 +510,11 @@ impl ConWeave {
                 s += 1;
             }
             // Another bank than s1's (one access per array and pass).
-            if n_paths >= 2 && s % 4 == s1 % 4 {
-                let alt: Vec<u32> = (0..n_paths).filter(|p| p % 4 != s1 % 4).collect();
-                if alt.is_empty() {
-                    u32::MAX
-                } else {
-                    alt[rand::Rng::random_range(cx.rng, 0..alt.len())]
+            if s % 4 == s1 % 4 {
+                let other_bank = |p: &u32| p % 4 != s1 % 4;
+                match (0..n_paths).filter(other_bank).count() {
+                    0 => u32::MAX,
+                    n => (0..n_paths).filter(other_bank).nth(rand::Rng::random_range(cx.rng, 0..n)).unwrap_or(u32::MAX),
                 }
             } else {
                 s
@@ -617,10 +597,10 @@ impl ConWeave {
                     }
                 }
             }
-            (st.pack(), SrcDecision::Send { path: bits.path, bits })
+            (st.pack(), SrcDecision::Send(bits))
         })?;
         self.c = c;
-        let SrcDecision::Send { path, bits } = decision else {
+        let SrcDecision::Send(bits) = decision else {
             self.c.fallback_packets += 1;
             self.ecmp(cx);
             return Ok(());
@@ -628,7 +608,7 @@ impl ConWeave {
         // Stage 8: TAIL_TX_TSTAMP (written by the TAIL, read by REROUTED).
         let tx = ts16(now);
         let tail_tx = cx.register(self.regs.src_tail_ts, idx, |old| if bits.tail { (tx as u64, tx) } else { (old, old as u16) })?;
-        let tor = (path & 0xf) as usize;
+        let tor = (bits.path & 0xf) as usize;
         let port = cx.group.get(tor % cx.group.len().max(1)).copied().filter(|p| cx.port_up.get(p.index()).copied().unwrap_or(false));
         let Some(port) = port else {
             // The path's uplink is down: ECMP over the live ones, unmarked.
@@ -656,8 +636,7 @@ impl ConWeave {
         match bits.opcode {
             CwOpcode::Notify => {
                 self.c.notify_received += 1;
-                let leaf = self.leaf_of(cx, ip.src);
-                if let Some(leaf) = leaf {
+                if let Some(leaf) = cx.leaf_of(ip.src) {
                     let (k, e) = Self::busy_slot(leaf, self.path_index(bits.path));
                     let until = now32.wrapping_add(self.times.path_busy as u32).max(1);
                     cx.register(self.regs.path_busy[k], e, |_| (until as u64, ()))?;
@@ -695,10 +674,6 @@ impl ConWeave {
         Ok(())
     }
 
-    fn leaf_of(&self, cx: &IngressCx<'_>, ip: ipv4::Ipv4Address) -> Option<u16> {
-        cx.routes.lookup_with_leaf(ip).and_then(|(_, l)| l)
-    }
-
     /// Sends a control packet about `conn` towards its source.
     fn send_control(&mut self, cx: &mut IngressCx<'_>, conn: Connection, bits: CwBits) {
         let f = frames::control(conn, bits, ts16(cx.now));
@@ -706,7 +681,7 @@ impl ConWeave {
         let h = flow_hash(cx.hash_seed, (conn.dst.0, conn.src.0, 17, conn.sport, 4791), true);
         let (port, _) = select_resilient(group, cx.port_up, h);
         if let Some(p) = port {
-            let cq = QueueId(self.control_queue);
+            let cq = QueueId(self.queues_per_port.saturating_sub(1));
             cx.emit(EmitTarget::Port(p, cq), f);
             match bits.opcode {
                 CwOpcode::RttReply => self.c.rtt_replies_sent += 1,
@@ -1004,7 +979,6 @@ impl Program for ConWeave {
         self.upper_fanout = view.upper_fanout.max(1);
         self.host_facing = view.host_facing.clone();
         self.queues_per_port = view.queues_per_port;
-        self.control_queue = view.queues_per_port.saturating_sub(1);
         if view.pfc && !self.explicit.contains_key("theta_resume_extra_us") {
             // Lossless (PFC) paths vary more: the authors use 64 µs (Appendix A).
             self.times.resume_extra = 64_000;
