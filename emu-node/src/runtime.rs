@@ -237,7 +237,12 @@ impl ProcessRuntime {
                 }
                 let netns = format!("{}{}", plan.netns_prefix, spec.name);
                 let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
-                match create_tap_host(&netns, &dev, h, port.mtu, kind == HostKind::Rxe) {
+                // `ip` commands block for tens of ms each: run them off the
+                // runtime thread so QUIC keep-alives continue meanwhile.
+                let (h2, mtu, rxe) = (h.clone(), port.mtu, kind == HostKind::Rxe);
+                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rxe)).await;
+                let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e.to_string()))));
+                match made {
                     Ok(host) => {
                         let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
                         let nic = TapNic::new(port.rate, delay, plan.tap_queue_ns);

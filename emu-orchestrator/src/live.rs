@@ -443,7 +443,7 @@ async fn run_fabric(
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }
-    await_running(&mut conns).await?;
+    await_running(&mut conns, &dir).await?;
     // Serve.
     let mut nodes = BTreeMap::new();
     let mut readers = Vec::new();
@@ -579,13 +579,14 @@ async fn run_fabric(
 type Conns = BTreeMap<u32, (quinn::Connection, quinn::SendStream, quinn::RecvStream)>;
 
 /// Waits until every emu-node reports that its links are connected.
-async fn await_running(conns: &mut Conns) -> Result<(), LiveError> {
+async fn await_running(conns: &mut Conns, dir: &Path) -> Result<(), LiveError> {
+    let procs = conns.keys().max().map_or(0, |m| m + 1);
     for (&p, (_, _, rx)) in conns.iter_mut() {
         match control::recv::<ToOrchestrator>(rx).await {
             Ok(ToOrchestrator::Running) => {}
             Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
             Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
-            Err(e) => return Err(LiveError::Node(p, e.to_string())),
+            Err(e) => return Err(LiveError::Node(p, format!("{e}{}", tail_logs(dir, procs)))),
         }
     }
     Ok(())
@@ -927,7 +928,7 @@ pub async fn run_distributed(
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }
     rt.connect(&addrs).await.map_err(|e| LiveError::Other(e.to_string()))?;
-    await_running(&mut conns).await?;
+    await_running(&mut conns, &dir).await?;
     rt.schedule_link_events(0);
     if let Some((link, path, count)) = &capture {
         rt.capture(*link, path, *count).map_err(|e| LiveError::Other(e.to_string()))?;

@@ -67,8 +67,11 @@ pub fn link_transport() -> Arc<quinn::TransportConfig> {
 /// so a dead peer is noticed within 2 s).
 pub fn control_transport() -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
+    // A dead process is noticed by its exit (the orchestrator watches its
+    // children), so the idle timeout only has to cover a peer that is alive
+    // but stalled, e.g. on a loaded machine: generous.
     t.keep_alive_interval(Some(Duration::from_millis(300)));
-    t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(1500))));
+    t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(10_000))));
     Arc::new(t)
 }
 
