@@ -24,11 +24,13 @@
 
 use crate::clock::DeadlineScheduler;
 use crate::engine::Node;
+use crate::fabric::FabricSpec;
 use crate::ids::{LinkId, PortId};
 use crate::lag::{LagHistogram, LagSummary};
 use crate::link::header::LinkHeader;
 use crate::link::remote::RemoteSender;
 use crate::link::LinkChange;
+use crate::metrics::{collect, FamilySet, NodeMetrics};
 use crate::switch::Transmit;
 use crate::time::Nanos;
 use bytes::BytesMut;
@@ -210,6 +212,15 @@ pub enum NodeMsg {
     Report(RpcReplyPort<ActorReport>),
     /// Stops processing; replies with the state machine.
     Finish(RpcReplyPort<Option<Box<Node>>>),
+    /// Asks for the node's metrics (node `index` of `fabric`).
+    Metrics {
+        /// The fabric (link names, base FCTs).
+        fabric: Arc<FabricSpec>,
+        /// The node's index.
+        index: usize,
+        /// Reply.
+        reply: RpcReplyPort<FamilySet>,
+    },
 }
 
 /// What an actor reports (`weft status`, metrics).
@@ -260,6 +271,7 @@ pub struct NodeActorState {
     /// The latest time handed to the state machine: time never goes back.
     last: Nanos,
     inbox: Arc<Inbox>,
+    metrics: NodeMetrics,
 }
 
 fn node_name(n: &Node) -> String {
@@ -385,6 +397,7 @@ impl Actor for NodeActor {
             datagram: Vec::with_capacity(2048),
             last: 0,
             inbox: args.inbox,
+            metrics: NodeMetrics::new(),
         })
     }
 
@@ -454,6 +467,17 @@ impl Actor for NodeActor {
                     st.report.switch_drops = c.drops();
                 }
                 let _ = reply.send(st.report.clone());
+                return Ok(());
+            }
+            NodeMsg::Metrics { fabric, index, reply } => {
+                let mut set = FamilySet::new();
+                if let Some(n) = st.node.as_deref() {
+                    st.metrics.collect(&fabric, index, n, now, &mut set);
+                }
+                collect::actor_lag(&mut set, &st.name, &st.lag);
+                set.counter("weft_actor_link_down_drops_total", &[("actor", &st.name)], st.report.link_down_drops);
+                set.counter("weft_actor_send_errors_total", &[("actor", &st.name)], st.report.send_errors);
+                let _ = reply.send(set);
                 return Ok(());
             }
             NodeMsg::Finish(reply) => {

@@ -77,6 +77,26 @@ impl LagHistogram {
         self.max
     }
 
+    /// Deadlines recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Sum of all lateness, ns.
+    pub fn sum_ns(&self) -> u128 {
+        self.sum
+    }
+
+    /// Deadlines handled at most `ns` late (exact at bucket bounds: 1 µs
+    /// steps below 1 ms, 100 µs steps above; otherwise rounded down to a
+    /// bucket bound).
+    pub fn count_at_most(&self, ns: Nanos) -> u64 {
+        if ns >= self.max {
+            return self.count;
+        }
+        self.buckets.iter().enumerate().take_while(|(b, _)| Self::upper(*b) <= ns).map(|(_, n)| *n).sum()
+    }
+
     /// p50/p99/max.
     pub fn summary(&self) -> LagSummary {
         LagSummary {

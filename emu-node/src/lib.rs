@@ -27,6 +27,8 @@
 //!   (real time);
 //! - [`lag`]: how late an actor handles its deadlines;
 //! - [`actor`]: the real-time driver's node actor (ractor);
+//! - [`metrics`]: Prometheus metrics (catalogue, scrape-time folding,
+//!   OpenMetrics for virtual-time runs, the `/metrics` endpoint);
 //! - [`link`]: link transports (in-process, TAP, UDP, QUIC) and the link
 //!   header;
 //! - [`tap`]: real Linux hosts in network namespaces behind TAP devices;
@@ -45,6 +47,7 @@ pub mod host;
 pub mod ids;
 pub mod lag;
 pub mod link;
+pub mod metrics;
 pub mod results;
 pub mod runtime;
 pub mod schemes;

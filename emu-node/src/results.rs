@@ -503,7 +503,7 @@ impl SlowdownReport {
 
 /// The name of the host with address `dst` and the base FCT of `frames`
 /// sent from host node `src` to it (see [`crate::fct`]).
-fn dst_and_base(
+pub(crate) fn dst_and_base(
     fabric: &FabricSpec,
     src: usize,
     dst: crate::wire::Ipv4Address,

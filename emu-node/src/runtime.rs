@@ -58,6 +58,9 @@ pub struct ProcessPlan {
     pub seed: u64,
     /// Send a health report this often, ms (0: only when asked).
     pub report_every_ms: u32,
+    /// Serve Prometheus `/metrics` here (port 0: any free port).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Addresses a process listens on for links.
@@ -69,6 +72,8 @@ pub struct LinkAddrs {
     pub udp: SocketAddr,
     /// QUIC link endpoint.
     pub quic: SocketAddr,
+    /// The `/metrics` endpoint, if the plan asked for one.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Errors of the runtime.
@@ -97,6 +102,9 @@ pub enum RuntimeError {
     /// A misplaced node.
     #[error("{0}")]
     Placement(String),
+    /// The metrics endpoint.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::server::MetricsServerError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
@@ -198,6 +206,7 @@ pub struct ProcessRuntime {
     incoming: Option<tokio::sync::oneshot::Receiver<Vec<quinn::Connection>>>,
     tap_writer: crate::tap::TapWriter,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    metrics_server: Option<crate::metrics::server::MetricsServer>,
 }
 
 impl ProcessRuntime {
@@ -214,6 +223,10 @@ impl ProcessRuntime {
         let sched = thread.scheduler();
         // Sockets and the writer thread first: failing here leaves nothing
         // to clean up.
+        let metrics_listener = match plan.metrics {
+            Some(a) => Some(crate::metrics::server::bind(a).await?),
+            None => None,
+        };
         let udp = Arc::new(tokio::net::UdpSocket::from_std(big_buffer_socket(bind_ip)?).map_err(io("UDP link socket"))?);
         let server = plan.identity.quic_server(quic::link_transport())?;
         let quic = quinn::Endpoint::new(quic::endpoint_config(), Some(server), big_buffer_socket(bind_ip)?, Arc::new(quinn::TokioRuntime))
@@ -282,12 +295,17 @@ impl ProcessRuntime {
             incoming: None,
             tap_writer,
             tasks: Vec::new(),
+            metrics_server: None,
         };
         if let Some(e) = rt_err {
             rt.shutdown().await;
             return Err(e);
         }
+        if let Some(l) = metrics_listener {
+            rt.metrics_server = Some(crate::metrics::server::serve(l, rt.metrics_source())?);
+        }
         let addrs = LinkAddrs {
+            metrics: rt.metrics_server.as_ref().map(|m| m.addr),
             process: rt.plan.process,
             udp: rt.udp.local_addr().map_err(io("UDP link socket"))?,
             quic: rt.quic.local_addr().map_err(io("QUIC link socket"))?,
@@ -505,9 +523,20 @@ impl ProcessRuntime {
         }
     }
 
+    /// Handles for gathering this process's metrics (`/metrics`).
+    pub fn metrics_source(&self) -> crate::metrics::source::MetricsSource {
+        crate::metrics::source::MetricsSource {
+            actors: self.actors.iter().map(|(id, h)| (id.index(), h.actor.clone())).collect(),
+            inbound: self.inbound.clone(),
+            fabric: Arc::new(self.plan.fabric.clone()),
+            process: self.plan.process,
+        }
+    }
+
     /// Stops every actor (returning their state machines by node id),
     /// closes the transports and deletes the namespaces created here.
     pub async fn shutdown(&mut self) -> Vec<(NodeId, Node)> {
+        self.metrics_server = None;
         let mut nodes = Vec::new();
         for (&id, a) in &self.actors {
             if let Ok(r) = a.actor.call(NodeMsg::Finish, Some(Duration::from_secs(2))).await {

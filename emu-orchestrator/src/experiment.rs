@@ -402,14 +402,31 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
 
 /// Runs `opts` on `topo`, calling `progress` every million events.
 pub fn run(topo: &Topology, opts: &RunOptions, progress: Progress<'_>) -> Result<RunOutcome, RunError> {
+    run_with_metrics(topo, opts, None, progress)
+}
+
+/// [`run`], also sampling every metric of the `/metrics` catalogue into
+/// `metrics` every `metrics.period` of simulated time (`weft run
+/// --metrics-out`).
+pub fn run_with_metrics(
+    topo: &Topology,
+    opts: &RunOptions,
+    mut metrics: Option<&mut emu_node::metrics::openmetrics::EngineMetrics>,
+    progress: Progress<'_>,
+) -> Result<RunOutcome, RunError> {
     let (mut engine, scheme, traffic) = prepare(topo, opts)?;
     let start = Instant::now();
     // Advance in sampling steps: uplink counters are read every 100 us of
     // simulated time (ConWeave Fig. 14), progress is reported in between.
     let mut sampler = ImbalanceSampler::new(&topo.fabric, 100_000);
     let mut next_sample = sampler.interval();
+    let mut next_metrics = 0;
+    if let Some(m) = metrics.as_deref_mut() {
+        m.sample(&topo.fabric, &engine, 0);
+        next_metrics = m.period;
+    }
     loop {
-        let step_end = next_sample.min(opts.until);
+        let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }.min(opts.until);
         engine.run_until(step_end, 1_000_000);
         progress(engine.now(), engine.totals().events);
         if engine.next_event_time().is_none_or(|t| t > step_end) {
@@ -417,10 +434,21 @@ pub fn run(topo: &Topology, opts: &RunOptions, progress: Progress<'_>) -> Result
                 sampler.sample(&engine);
                 next_sample += sampler.interval();
             }
+            if let Some(m) = metrics.as_deref_mut() {
+                if step_end == next_metrics {
+                    m.sample(&topo.fabric, &engine, next_metrics);
+                    next_metrics += m.period;
+                }
+            }
             if engine.is_idle() || step_end >= opts.until {
                 break;
             }
         }
+    }
+    if let Some(m) = metrics {
+        // The final state, so the last point carries every completion.
+        let end = engine.now();
+        m.sample(&topo.fabric, &engine, end);
     }
     let wall = start.elapsed();
     let truncated = !engine.is_idle();
@@ -503,6 +531,10 @@ pub struct RealTimeOptions {
     pub capture: Option<(String, std::path::PathBuf, u64)>,
     /// emu-node processes for the switches (0: everything in this process).
     pub nodes: u32,
+    /// Serve Prometheus `/metrics` while the run lasts (emu-node p on the
+    /// port plus p), and write the file-SD file and `prometheus.yml`
+    /// listing them into `<dir>/prometheus/`.
+    pub metrics: Option<(std::net::SocketAddr, std::path::PathBuf)>,
 }
 
 /// Runs `opts` on `topo` in real time, all nodes as actors in this process
@@ -548,6 +580,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
                 rt_opts.spin_us,
                 until,
                 capture,
+                rt_opts.metrics.clone(),
                 progress,
             ))
             .map_err(|e| RunError::RealTime(e.to_string()))?;
@@ -587,9 +620,15 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             identity,
             seed: opts.seed,
             report_every_ms: 0,
+            metrics: rt_opts.metrics.as_ref().map(|m| m.0),
         };
-        let (mut p, _) =
+        let (mut p, addrs) =
             ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await.map_err(|e| RunError::RealTime(e.to_string()))?;
+        if let (Some(m), Some((_, dir))) = (addrs.metrics, &rt_opts.metrics) {
+            let t = [crate::prometheus::Target { addr: m, process: 0 }];
+            crate::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))
+                .map_err(|e| RunError::RealTime(e.to_string()))?;
+        }
         p.connect(&[]).await.map_err(|e| RunError::RealTime(e.to_string()))?;
         p.schedule_link_events(0);
         if let (Some(i), Some((_, path, count))) = (capture_link, &rt_opts.capture) {

@@ -9,5 +9,6 @@
 
 pub mod experiment;
 pub mod live;
+pub mod prometheus;
 pub mod topology;
 pub mod units;

@@ -84,6 +84,21 @@ pub struct UpOptions {
     pub explicit_placement: bool,
     /// State directory.
     pub state_dir: PathBuf,
+    /// `/metrics` of emu-node 0 (process p: port + p; port 0: any free port).
+    pub metrics: std::net::SocketAddr,
+    /// Start a Prometheus server scraping the fabric.
+    pub prometheus: Option<PrometheusOptions>,
+}
+
+/// How `weft up --prometheus` runs Prometheus.
+#[derive(Debug, Clone)]
+pub struct PrometheusOptions {
+    /// The binary (name in PATH or path).
+    pub bin: String,
+    /// Listen address (port 0: any free port).
+    pub listen: std::net::SocketAddr,
+    /// Scrape interval.
+    pub scrape_interval: Duration,
 }
 
 /// The default state directory: `$WEFT_STATE_DIR`, else `/run/weft` as root,
@@ -121,6 +136,15 @@ pub struct FabricState {
     /// SHA-256 pin of the fabric certificate (public; the token is not stored).
     #[serde(default)]
     pub pin: String,
+    /// `/metrics` endpoints by process index.
+    #[serde(default)]
+    pub metrics: BTreeMap<u32, String>,
+    /// Prometheus file-SD file and configuration, once written.
+    #[serde(default)]
+    pub prometheus_config: Option<(String, String)>,
+    /// Prometheus started by `weft up --prometheus`: (pid, URL).
+    #[serde(default)]
+    pub prometheus: Option<(u32, String)>,
 }
 
 fn state_file(dir: &Path) -> PathBuf {
@@ -174,6 +198,12 @@ pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
             removed.push(format!("emu-node {i} (pid {pid})"));
         }
     }
+    if let Some((pid, _)) = &st.prometheus {
+        if alive(*pid) && is_prometheus(*pid) {
+            kill(*pid, libc::SIGKILL);
+            removed.push(format!("prometheus (pid {pid})"));
+        }
+    }
     std::thread::sleep(Duration::from_millis(100));
     let existing = emu_node::tap::list_netns();
     for ns in &st.netns {
@@ -185,6 +215,10 @@ pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
     let _ = std::fs::remove_file(state_file(dir));
     let _ = std::fs::remove_file(socket_file(dir));
     Ok(removed)
+}
+
+fn is_prometheus(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "prometheus")
 }
 
 fn is_emu_node(pid: u32) -> bool {
@@ -384,6 +418,7 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
         hosts: describe_hosts(&fabric, &opts.netns_prefix),
         control: String::new(),
         pin: String::new(),
+        ..Default::default()
     };
     write_state(&dir, &state)?;
     let result = run_fabric(&emu, fabric, opts, procs, &mut state, ready).await;
@@ -406,6 +441,19 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
 }
 
 fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
+    if let Some((pid, _)) = &st.prometheus {
+        // SIGTERM: Prometheus flushes its head block and exits.
+        if alive(*pid) {
+            kill(*pid, libc::SIGTERM);
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while alive(*pid) && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if alive(*pid) {
+                kill(*pid, libc::SIGKILL);
+            }
+        }
+    }
     for &pid in st.processes.values() {
         if alive(pid) {
             kill(pid, libc::SIGKILL);
@@ -438,12 +486,33 @@ async fn run_fabric(
         seed: 1,
         start_delay: Duration::ZERO,
         report_every_ms: 500,
+        metrics: Some(opts.metrics),
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }
     await_running(&mut conns, &dir).await?;
+    let targets: Vec<crate::prometheus::Target> =
+        addrs.iter().filter_map(|a| a.metrics.map(|m| crate::prometheus::Target { addr: m, process: a.process })).collect();
+    state.metrics = targets.iter().map(|t| (t.process, format!("http://{}/metrics", t.addr))).collect();
+    let interval = opts.prometheus.as_ref().map_or(Duration::from_secs(1), |p| p.scrape_interval);
+    let (sd, yml) = crate::prometheus::write_config(&dir, &fabric.name, &targets, interval).map_err(|e| LiveError::Other(e.to_string()))?;
+    state.prometheus_config = Some((sd.display().to_string(), yml.display().to_string()));
+    let mut targets = targets;
+    // Kept (not waited for) so that the child is not reaped behind the
+    // state file's back; teardown stops it by pid.
+    let mut _prometheus_child = None;
+    if let Some(p) = &opts.prometheus {
+        let (d, bin, listen) = (dir.clone(), p.bin.clone(), p.listen);
+        let started = tokio::task::spawn_blocking(move || crate::prometheus::start(&d, &bin, listen))
+            .await
+            .map_err(|e| LiveError::Other(e.to_string()))?;
+        let (child, addr) = started.map_err(|e| LiveError::Other(e.to_string()))?;
+        state.prometheus = Some((child.id(), format!("http://{addr}")));
+        _prometheus_child = Some(child);
+        write_state(&dir, state)?;
+    }
     // Serve.
     let mut nodes = BTreeMap::new();
     let mut readers = Vec::new();
@@ -534,6 +603,9 @@ async fn run_fabric(
                     eprintln!("weft: {msg}");
                     if let Ok(mut ev) = live.events.lock() { ev.push(msg.clone()); }
                     if let Some(n) = live.nodes.get(&p) { if let Ok(mut d) = n.dead.lock() { d.get_or_insert(msg); } }
+                    // The file-SD lists live nodes only.
+                    targets.retain(|t| t.process != p);
+                    let _ = crate::prometheus::write_config(&dir, &live.fabric.name, &targets, interval);
                 }
             }
             Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
@@ -592,6 +664,15 @@ async fn await_running(conns: &mut Conns, dir: &Path) -> Result<(), LiveError> {
     Ok(())
 }
 
+/// The `/metrics` address of process `p` given process 0's.
+pub fn metrics_addr_of(base: std::net::SocketAddr, p: u32) -> std::net::SocketAddr {
+    let mut a = base;
+    if a.port() != 0 {
+        a.set_port(a.port().saturating_add(p as u16));
+    }
+    a
+}
+
 /// What every process plan of a fabric shares.
 pub struct PlanBase {
     /// The fabric (placement decides who runs what).
@@ -609,6 +690,9 @@ pub struct PlanBase {
     pub start_delay: Duration,
     /// Health reports every this many ms (0: only on request).
     pub report_every_ms: u32,
+    /// `/metrics` of process 0; process p listens on port + p (port 0:
+    /// every process picks a free port).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -675,6 +759,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         identity: identity.clone(),
         seed: base.seed,
         report_every_ms: base.report_every_ms,
+        metrics: base.metrics.map(|a| metrics_addr_of(a, process)),
     };
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);
@@ -892,6 +977,7 @@ pub async fn run_distributed(
     spin_us: u32,
     until: emu_node::time::Nanos,
     capture: Option<(LinkId, PathBuf, u64)>,
+    metrics: Option<(std::net::SocketAddr, PathBuf)>,
     progress: &mut dyn FnMut(emu_node::time::Nanos, u64),
 ) -> Result<DistributedRun, LiveError> {
     use emu_node::runtime::ProcessRuntime;
@@ -915,6 +1001,7 @@ pub async fn run_distributed(
         seed,
         start_delay: Duration::from_secs(2),
         report_every_ms: 0,
+        metrics: metrics.as_ref().map(|m| m.0),
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;
@@ -924,6 +1011,11 @@ pub async fn run_distributed(
         .await
         .map_err(|e| LiveError::Other(e.to_string()))?;
     addrs.push(mine);
+    if let Some((_, sd_dir)) = &metrics {
+        let t: Vec<crate::prometheus::Target> =
+            addrs.iter().filter_map(|a| a.metrics.map(|m| crate::prometheus::Target { addr: m, process: a.process })).collect();
+        crate::prometheus::write_config(sd_dir, &f.name, &t, Duration::from_secs(1)).map_err(|e| LiveError::Other(e.to_string()))?;
+    }
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
     }

@@ -35,6 +35,24 @@ pub struct UpArgs {
     /// Return once the fabric runs, leaving the orchestrator in the background.
     #[arg(long)]
     pub detach: bool,
+    /// Prometheus /metrics of emu-node 0; emu-node p listens on port + p
+    /// (port 0: each picks a free port; `weft status` lists them).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub metrics: std::net::SocketAddr,
+    /// Start a Prometheus server (the Debian `prometheus` package) scraping
+    /// every emu-node through the file-SD file weft writes; `weft down`
+    /// stops it.
+    #[arg(long)]
+    pub prometheus: bool,
+    /// Where --prometheus listens (port 0: a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
+    pub prometheus_listen: std::net::SocketAddr,
+    /// The Prometheus binary (name in PATH or path).
+    #[arg(long, default_value = "prometheus")]
+    pub prometheus_bin: String,
+    /// Scrape interval written to prometheus.yml (e.g. 1s).
+    #[arg(long, default_value = "1s")]
+    pub scrape_interval: String,
 }
 
 #[derive(clap::Args)]
@@ -83,7 +101,25 @@ pub fn up(a: UpArgs) -> Result<()> {
         netns_prefix: a.netns_prefix.clone(),
         explicit_placement: topo.placed,
         state_dir: live::default_state_dir(),
+        metrics: a.metrics,
+        prometheus: if a.prometheus {
+            let every = parse_duration(&a.scrape_interval)?;
+            if every < 100_000_000 {
+                bail!("--scrape-interval must be at least 100ms, got {}", a.scrape_interval);
+            }
+            Some(live::PrometheusOptions {
+                bin: a.prometheus_bin.clone(),
+                listen: a.prometheus_listen,
+                scrape_interval: std::time::Duration::from_nanos(every),
+            })
+        } else {
+            None
+        },
     };
+    if let Some(p) = &opts.prometheus {
+        // Before anything starts: a missing binary is one clear line.
+        emu_orchestrator::prometheus::find_binary(&p.bin)?;
+    }
     if a.detach {
         return detach(&opts);
     }
@@ -94,6 +130,17 @@ pub fn up(a: UpArgs) -> Result<()> {
         println!("hosts:");
         for h in hosts {
             println!("  {h}");
+        }
+        if let Some(st) = live::read_state(&opts.state_dir) {
+            for (p, url) in &st.metrics {
+                println!("metrics: {url} (emu-node {p})");
+            }
+            if let Some((sd, yml)) = &st.prometheus_config {
+                println!("prometheus file-SD: {sd}\nprometheus config:  {yml}");
+            }
+            if let Some((pid, url)) = &st.prometheus {
+                println!("prometheus: {url} (pid {pid}); dashboards: see dashboards/README.md");
+            }
         }
         println!("`weft status` shows nodes, links and lag; `weft down` (or Ctrl-C) stops it.");
     }))?;

@@ -213,6 +213,28 @@ struct RunArgs {
     /// (first line: count; then `src dst priority size start_seconds`).
     #[arg(long, conflicts_with_all = ["workload", "rate"])]
     flows_file: Option<PathBuf>,
+    /// Real time: serve Prometheus /metrics here while the run lasts
+    /// (emu-node p on port + p with --nodes; port 0: any free port) and
+    /// write OUT/prometheus/targets.json (file SD) and prometheus.yml.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+    /// Virtual time: write every metric of the /metrics catalogue as
+    /// OpenMetrics with timestamps to FILE, sampled every
+    /// --metrics-period of simulated time (for `promtool tsdb
+    /// create-blocks-from openmetrics FILE DIR`).
+    #[arg(long, value_name = "FILE")]
+    metrics_out: Option<PathBuf>,
+    /// Sampling period of --metrics-out, in simulated time.
+    #[arg(long, default_value = "100us")]
+    metrics_period: String,
+    /// --metrics-out timestamps are START + simulated time × SCALE (the
+    /// TSDB keeps milliseconds: the default 1000 maps 1 µs to 1 ms).
+    #[arg(long, default_value_t = 1000)]
+    metrics_time_scale: u64,
+    /// --metrics-out timestamp of simulated time 0, Unix seconds (default:
+    /// the run's start).
+    #[arg(long, value_name = "SECONDS")]
+    metrics_start: Option<u64>,
     /// Output directory for summary.json.
     #[arg(long, default_value = "weft-out")]
     out: PathBuf,
@@ -355,10 +377,38 @@ fn run(a: RunArgs) -> Result<()> {
             if a.nodes > 0 {
                 bail!("--nodes needs --clock real");
             }
+            if a.metrics.is_some() {
+                bail!("--metrics serves a live run: use it with --clock real (a virtual-time run writes --metrics-out FILE instead)");
+            }
             if a.capture.is_some() {
                 bail!("--capture needs --clock real (or `weft capture` on a live fabric)");
             }
-            experiment::run(&topo, &opts, &mut |sim, events| {
+            let mut metrics = match &a.metrics_out {
+                None => None,
+                Some(_) => {
+                    let period = parse_duration(&a.metrics_period).context("--metrics-period")?;
+                    if period == 0 {
+                        bail!("--metrics-period must be positive");
+                    }
+                    let start_s = match a.metrics_start {
+                        Some(s) => s,
+                        None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                    };
+                    if a.metrics_time_scale == 0 {
+                        bail!("--metrics-time-scale must be at least 1");
+                    }
+                    if period as u128 * a.metrics_time_scale as u128 / 1_000_000 == 0 {
+                        bail!(
+                            "--metrics-period {} × --metrics-time-scale {} is under 1 ms: Prometheus keeps millisecond timestamps, so samples would collide; raise either",
+                            a.metrics_period,
+                            a.metrics_time_scale
+                        );
+                    }
+                    let rec = emu_node::metrics::openmetrics::OpenMetricsRecorder::new(start_s * 1000, a.metrics_time_scale);
+                    Some(emu_node::metrics::openmetrics::EngineMetrics::new(rec, period))
+                }
+            };
+            let outcome = experiment::run_with_metrics(&topo, &opts, metrics.as_mut(), &mut |sim, events| {
                 bar.set_message(format!(
                     "simulated {} | {} events | {:.1}s wall",
                     format_duration(sim),
@@ -366,9 +416,31 @@ fn run(a: RunArgs) -> Result<()> {
                     started.elapsed().as_secs_f64()
                 ));
                 bar.tick();
-            })?
+            })?;
+            if let (Some(m), Some(path)) = (&metrics, &a.metrics_out) {
+                let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+                let mut w = std::io::BufWriter::new(f);
+                m.recorder
+                    .write(&mut w)
+                    .and_then(|_| std::io::Write::flush(&mut w))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                if !a.quiet {
+                    eprintln!(
+                        "metrics: {} samples every {} of simulated time in {} (timestamps from {} s, 1 simulated s = {} s)",
+                        m.recorder.samples(),
+                        a.metrics_period,
+                        path.display(),
+                        m.recorder.timestamp_ms(0) / 1000,
+                        a.metrics_time_scale
+                    );
+                }
+            }
+            outcome
         }
         "real" => {
+            if a.metrics_out.is_some() {
+                bail!("--metrics-out samples a virtual-time run; a real-time run serves live metrics with --metrics ADDR");
+            }
             let capture = match &a.capture {
                 None => None,
                 Some(c) => {
@@ -376,7 +448,8 @@ fn run(a: RunArgs) -> Result<()> {
                     Some((link.to_string(), PathBuf::from(file), 1000))
                 }
             };
-            let rt = experiment::RealTimeOptions { spin_us: a.spin_us, capture, nodes: a.nodes };
+            let rt =
+                experiment::RealTimeOptions { spin_us: a.spin_us, capture, nodes: a.nodes, metrics: a.metrics.map(|m| (m, a.out.clone())) };
             experiment::run_real(&topo, &opts, &rt, &mut |now, frames| {
                 bar.set_message(format!("real time {} | {} frames received by actors", format_duration(now), frames));
                 bar.tick();

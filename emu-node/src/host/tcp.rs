@@ -99,6 +99,8 @@ pub struct TcpSender {
     pub first_sent: Option<Nanos>,
     /// Largest bytes in flight.
     pub max_in_flight: u64,
+    /// Last acknowledgment that advanced `snd_una`.
+    pub acked_at: Option<Nanos>,
     #[serde(skip)]
     rwnd: u64,
     #[serde(skip)]
@@ -213,6 +215,7 @@ impl TcpHost {
             alpha: 1.0,
             first_sent: None,
             max_in_flight: 0,
+            acked_at: None,
             rwnd: self.cfg.rcv_buffer,
             dupacks: 0,
             recover: None,
@@ -358,6 +361,7 @@ impl TcpHost {
                 }
             }
             s.snd_una = ack;
+            s.acked_at = Some(now);
             s.dupacks = 0;
             match s.recover {
                 Some(r) if ack < r => {

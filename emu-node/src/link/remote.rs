@@ -86,6 +86,8 @@ pub struct Inbound {
     pub port: PortId,
     /// Transport loss/reordering of this direction.
     pub seq: Mutex<SequenceTracker>,
+    /// Frames that arrived after their due time, and by how much in sum.
+    pub late: (AtomicU64, AtomicU64),
 }
 
 /// Transport health of one link direction (`weft status`).
@@ -97,6 +99,10 @@ pub struct TransportReport {
     pub dir: u8,
     /// Counters.
     pub seq: SequenceTracker,
+    /// Frames that arrived after their due time.
+    pub late: u64,
+    /// Sum of their lateness, ns.
+    pub late_ns: u64,
 }
 
 /// All incoming link directions of a process.
@@ -121,7 +127,7 @@ impl InboundTable {
     }
     /// Registers an incoming direction.
     pub fn insert(&mut self, link: u32, dir: u8, actor: NodeHandle, port: PortId) {
-        self.map.insert((link, dir), Inbound { actor, port, seq: Mutex::new(SequenceTracker::default()) });
+        self.map.insert((link, dir), Inbound { actor, port, seq: Mutex::new(SequenceTracker::default()), late: Default::default() });
     }
     /// Handles one received datagram.
     pub fn deliver(&self, sched: &DeadlineScheduler, datagram: &[u8]) {
@@ -142,8 +148,11 @@ impl InboundTable {
         }
         let (actor, port, due) = (inb.actor.clone(), inb.port, h.due);
         let frame = BytesMut::from(frame);
-        if due <= sched.now() {
+        let now = sched.now();
+        if due <= now {
             self.late.fetch_add(1, Ordering::Relaxed);
+            inb.late.0.fetch_add(1, Ordering::Relaxed);
+            inb.late.1.fetch_add(now - due, Ordering::Relaxed);
         }
         // Through the scheduler even when late: it orders by due time, so
         // an earlier frame still held there is not overtaken.
@@ -159,7 +168,13 @@ impl InboundTable {
         let mut v: Vec<_> = self
             .map
             .iter()
-            .map(|(&(link, dir), i)| TransportReport { link, dir, seq: i.seq.lock().map(|s| *s).unwrap_or_default() })
+            .map(|(&(link, dir), i)| TransportReport {
+                link,
+                dir,
+                seq: i.seq.lock().map(|s| *s).unwrap_or_default(),
+                late: i.late.0.load(Ordering::Relaxed),
+                late_ns: i.late.1.load(Ordering::Relaxed),
+            })
             .collect();
         v.sort_by_key(|r| (r.link, r.dir));
         v

@@ -407,6 +407,17 @@ impl Program for Conga {
         Ok(())
     }
 
+    fn port_gauges(&self, now: Nanos) -> Vec<(&'static str, PortId, f64)> {
+        if !self.leaf {
+            return Vec::new();
+        }
+        (0..self.published.len())
+            .map(|p| PortId(p as u16))
+            .filter(|p| !self.faces_host(*p))
+            .map(|p| ("conga_local_metric", p, self.local_metric(p, now) as f64))
+            .collect()
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = &self.c;
         vec![

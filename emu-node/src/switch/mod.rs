@@ -423,6 +423,18 @@ impl Switch {
     pub fn scheme_distributions(&self) -> Vec<(&'static str, std::collections::BTreeMap<u64, u64>)> {
         self.program.distributions()
     }
+    /// The program's live per-port gauges at `now`.
+    pub fn scheme_port_gauges(&self, now: Nanos) -> Vec<(&'static str, PortId, f64)> {
+        self.program.port_gauges(now)
+    }
+    /// The program's live per-switch gauges at `now`.
+    pub fn scheme_gauges(&self, now: Nanos) -> Vec<(&'static str, f64)> {
+        self.program.gauges(now)
+    }
+    /// The resource report of the loaded program against the target.
+    pub fn resource_report(&self) -> crate::tofino::ResourceReport {
+        self.usage.report(self.program.name(), &self.cfg.target)
+    }
     /// Declared resources (program + L3 tables).
     pub fn resources(&self) -> &ResourceUsage {
         &self.usage

@@ -7,12 +7,14 @@
 //!   stage-order rules enforced at run time;
 //! - [`program`]: the [`Program`] trait schemes implement and the
 //!   ingress/egress/CPU contexts;
-//! - [`tm`]: the traffic manager (queues, shared buffer, scheduler, ECN, PFC).
+//! - [`tm`]: the traffic manager (queues, shared buffer, scheduler, ECN, PFC);
+//! - [`depth_histogram`]: queue depth seen by arriving packets.
 //!
 //! The port serializer, recirculation, mirroring, the packet generator and
 //! the CPU port are driven by [`crate::switch::Switch`], which owns a model
 //! instance. Nothing here does I/O or reads a clock.
 
+pub mod depth_histogram;
 pub mod program;
 pub mod registers;
 pub mod resources;

@@ -344,6 +344,16 @@ pub trait Program: Send {
     fn distributions(&self) -> Vec<(&'static str, std::collections::BTreeMap<u64, u64>)> {
         Vec::new()
     }
+    /// Current per-port state worth watching live (name, port, value) at
+    /// fabric time `now`, e.g. ConWeave's reorder queues in use; exported
+    /// as Prometheus gauges. Read at scrape time only.
+    fn port_gauges(&self, _now: Nanos) -> Vec<(&'static str, PortId, f64)> {
+        Vec::new()
+    }
+    /// Current per-switch state (name, value), as [`Program::port_gauges`].
+    fn gauges(&self, _now: Nanos) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// Declares `p` on a fresh builder and returns the declarations.

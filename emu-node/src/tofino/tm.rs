@@ -21,6 +21,7 @@
 
 use crate::ids::{PortId, QueueId};
 use crate::time::Nanos;
+use crate::tofino::depth_histogram::DepthHistogram;
 use bytes::BytesMut;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -195,6 +196,7 @@ struct Queue {
     paused: bool,
     leak: u32,
     stats: QueueStats,
+    depth_hist: DepthHistogram,
 }
 
 #[derive(Debug)]
@@ -281,6 +283,7 @@ impl TrafficManager {
                             paused: false,
                             leak: 0,
                             stats: QueueStats::default(),
+                            depth_hist: DepthHistogram::default(),
                         })
                         .collect(),
                     nonempty: 0,
@@ -349,6 +352,7 @@ impl TrafficManager {
             return Err((DropReason::DynamicThreshold, frame));
         }
         let enq_depth = q.bytes;
+        q.depth_hist.record(enq_depth);
         q.bytes += frame.len() as u64;
         q.cells += cells as u64;
         q.stats.enq_packets += 1;
@@ -398,6 +402,7 @@ impl TrafficManager {
             return Err(PassThrough::Dropped(frame));
         }
         let len = frame.len() as u64;
+        q.depth_hist.record(0);
         q.stats.enq_packets += 1;
         q.stats.tx_packets += 1;
         q.stats.tx_bytes += len;
@@ -591,6 +596,11 @@ impl TrafficManager {
     /// Counters of one queue.
     pub fn queue_stats(&self, port: PortId, queue: QueueId) -> QueueStats {
         self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or_else(QueueStats::default, |q| q.stats)
+    }
+
+    /// Depths seen by the packets enqueued to one queue (None: no such queue).
+    pub fn queue_depth_histogram(&self, port: PortId, queue: QueueId) -> Option<&DepthHistogram> {
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map(|q| &q.depth_hist)
     }
 
     /// Counts a CE mark on a queue (the switch marks only ECT packets).

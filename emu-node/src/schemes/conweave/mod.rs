@@ -223,6 +223,8 @@ pub struct ConWeave {
     in_use: BTreeMap<u16, u32>,
     queues_per_port_hist: BTreeMap<u64, u64>,
     buffer_hist: BTreeMap<u64, u64>,
+    /// Reorder buffer bytes at the latest sample.
+    last_buffer_bytes: u64,
     sampled_until: u64,
 }
 
@@ -255,6 +257,7 @@ impl ConWeave {
             in_use: BTreeMap::new(),
             queues_per_port_hist: BTreeMap::new(),
             buffer_hist: BTreeMap::new(),
+            last_buffer_bytes: 0,
             sampled_until: 0,
         })
     }
@@ -933,6 +936,7 @@ impl ConWeave {
                 bytes += (1..=n).map(|q| depths.queue_bytes(PortId(p as u16), QueueId(q))).sum::<u64>();
             }
         }
+        self.last_buffer_bytes = bytes;
         if self.host_facing.iter().any(|f| *f) {
             *self.buffer_hist.entry(bytes.div_ceil(1000) * 1000).or_default() += k;
         }
@@ -1109,6 +1113,19 @@ impl Program for ConWeave {
             ("conweave_reorder_queues_per_port", self.queues_per_port_hist.clone()),
             ("conweave_reorder_buffer_bytes_per_switch", self.buffer_hist.clone()),
         ]
+    }
+
+    fn port_gauges(&self, _now: Nanos) -> Vec<(&'static str, PortId, f64)> {
+        self.host_facing
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f)
+            .map(|(p, _)| ("conweave_reorder_queues_in_use", PortId(p as u16), self.in_use.get(&(p as u16)).copied().unwrap_or(0) as f64))
+            .collect()
+    }
+
+    fn gauges(&self, _now: Nanos) -> Vec<(&'static str, f64)> {
+        vec![("conweave_reorder_buffer_bytes", self.last_buffer_bytes as f64)]
     }
 }
 

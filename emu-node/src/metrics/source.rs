@@ -1,0 +1,66 @@
+//! Gathering the metrics of a live process (real time): every actor folds
+//! its node's counters when asked, and the process adds its transport
+//! counters per incoming link direction.
+//!
+//! A [`MetricsSource`] is a cheap clone of the handles it needs, so the
+//! HTTP server can hold one while the runtime goes on.
+
+use super::families::FamilySet;
+use crate::actor::NodeMsg;
+use crate::fabric::FabricSpec;
+use crate::link::remote::InboundTable;
+use ractor::ActorRef;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Handles to a live process's actors and transport counters.
+#[derive(Clone)]
+pub struct MetricsSource {
+    /// (node index, actor).
+    pub actors: Vec<(usize, ActorRef<NodeMsg>)>,
+    /// Incoming link directions.
+    pub inbound: Arc<InboundTable>,
+    /// The fabric.
+    pub fabric: Arc<FabricSpec>,
+    /// Process index.
+    pub process: u32,
+}
+
+impl MetricsSource {
+    /// Asks every actor for its families and adds the process's own.
+    pub async fn gather(&self) -> FamilySet {
+        let started = std::time::Instant::now();
+        let mut set = FamilySet::new();
+        for (index, actor) in &self.actors {
+            let fabric = self.fabric.clone();
+            let index = *index;
+            let r = actor.call(|reply| NodeMsg::Metrics { fabric, index, reply }, Some(Duration::from_secs(2))).await;
+            if let Ok(r) = r {
+                if let Ok(s) = r.success_or(()) {
+                    set.extend(s);
+                }
+            }
+        }
+        for t in self.inbound.report() {
+            let Some(l) = self.fabric.links.get(t.link as usize) else { continue };
+            let name_of = |n: crate::ids::NodeId| self.fabric.nodes.get(n.index()).map_or("?", |x| x.name.as_str());
+            let (from, to) = if t.dir == 0 { (name_of(l.a.0), name_of(l.b.0)) } else { (name_of(l.b.0), name_of(l.a.0)) };
+            let dir = format!("{from}->{to}");
+            let lab = [("link", l.name.as_str()), ("direction", dir.as_str())];
+            set.counter("weft_link_transport_received_total", &lab, t.seq.received);
+            set.counter("weft_link_transport_lost_total", &lab, t.seq.lost);
+            set.counter("weft_link_transport_reordered_total", &lab, t.seq.reordered);
+            set.counter("weft_link_pacing_late_total", &lab, t.late);
+            set.counter_f64("weft_link_pacing_lag_seconds_total", &lab, t.late_ns as f64 * 1e-9);
+        }
+        let p = self.process.to_string();
+        let pl = [("process", p.as_str())];
+        let inb = &self.inbound;
+        let rejected =
+            inb.malformed.load(Ordering::Relaxed) + inb.foreign.load(Ordering::Relaxed) + inb.unknown_link.load(Ordering::Relaxed);
+        set.counter("weft_process_transport_rejected_total", &pl, rejected);
+        set.gauge("weft_process_scrape_duration_seconds", &pl, started.elapsed().as_secs_f64());
+        set
+    }
+}
