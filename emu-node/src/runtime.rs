@@ -207,6 +207,8 @@ pub struct ProcessRuntime {
     tap_writer: crate::tap::TapWriter,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     metrics_server: Option<crate::metrics::server::MetricsServer>,
+    /// The inbound table as the metrics endpoint sees it.
+    metrics_inbound: Arc<std::sync::RwLock<Arc<InboundTable>>>,
 }
 
 impl ProcessRuntime {
@@ -291,11 +293,12 @@ impl ProcessRuntime {
             taps,
             udp,
             quic,
-            inbound,
+            inbound: inbound.clone(),
             incoming: None,
             tap_writer,
             tasks: Vec::new(),
             metrics_server: None,
+            metrics_inbound: Arc::new(std::sync::RwLock::new(inbound.clone())),
         };
         if let Some(e) = rt_err {
             rt.shutdown().await;
@@ -395,6 +398,9 @@ impl ProcessRuntime {
             let _ = actor.actor.cast(NodeMsg::Bind(ports));
         }
         self.inbound = Arc::new(table);
+        if let Ok(mut g) = self.metrics_inbound.write() {
+            *g = self.inbound.clone();
+        }
         // Receivers.
         self.tasks.push(tokio::spawn(run_udp_receiver(self.udp.clone(), self.inbound.clone(), self.sched.clone())));
         if let Some(acc) = acceptor {
@@ -527,7 +533,7 @@ impl ProcessRuntime {
     pub fn metrics_source(&self) -> crate::metrics::source::MetricsSource {
         crate::metrics::source::MetricsSource {
             actors: self.actors.iter().map(|(id, h)| (id.index(), h.actor.clone())).collect(),
-            inbound: self.inbound.clone(),
+            inbound: self.metrics_inbound.clone(),
             fabric: Arc::new(self.plan.fabric.clone()),
             process: self.plan.process,
         }

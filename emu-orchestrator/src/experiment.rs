@@ -277,8 +277,10 @@ pub struct RunOutcome {
 /// Progress callback: (simulated ns, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(Nanos, u64);
 
-/// Prepares the engine (fabric with overrides applied, flows added).
-pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, String), RunError> {
+/// The topology's fabric with the run's scheme, scheme parameters and PFC
+/// setting applied to every switch (what [`prepare`] builds, and what the
+/// emu-nodes of a distributed real-time run build their switches from).
+pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric::FabricSpec {
     let mut fabric = topo.fabric.clone();
     for n in &mut fabric.nodes {
         if let NodeKind::Switch(s) = &mut n.kind {
@@ -294,6 +296,12 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
             }
         }
     }
+    fabric
+}
+
+/// Prepares the engine (fabric with overrides applied, flows added).
+pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, String), RunError> {
+    let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
     for s in &scheme_names {
@@ -546,7 +554,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     use emu_node::fabric::HostKind;
     use emu_node::runtime::{ProcessPlan, ProcessRuntime};
     let (engine, scheme, traffic) = prepare(topo, opts)?;
-    let mut fabric = topo.fabric.clone();
+    let mut fabric = configured_fabric(topo, opts);
     for n in &mut fabric.nodes {
         n.placement = 0;
         if let NodeKind::Host(h) = &mut n.kind {

@@ -7,6 +7,7 @@
 //! handles arguments and printing.
 #![deny(missing_docs)]
 
+pub mod dashboards;
 pub mod experiment;
 pub mod live;
 pub mod prometheus;

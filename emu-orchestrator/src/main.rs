@@ -85,6 +85,29 @@ enum Command {
         after_help = "Examples:\n  weft capture leaf0-spine0 --pcap spine0.pcap --count 200 --wait 5s\n  tshark -r spine0.pcap -V -Y infiniband"
     )]
     Capture(live_cli::CaptureArgs),
+    /// Print the metric catalogue (every metric /metrics serves) as Markdown.
+    Metrics,
+    /// Check Grafana dashboards: valid JSON, and (with --prometheus) every
+    /// panel's PromQL answers with data.
+    #[command(
+        after_help = "Examples:
+  weft dashboards                                  # parse dashboards/*.json, list the queries
+  weft up leaf-spine-2x4-rt-synthetic --prometheus --detach
+  weft dashboards --prometheus http://127.0.0.1:9090
+  weft dashboards --dir my-dashboards --prometheus http://a:9090 --prometheus http://b:9090"
+    )]
+    Dashboards {
+        /// Directory of dashboard JSON files.
+        #[arg(long, default_value = "dashboards")]
+        dir: PathBuf,
+        /// Prometheus base URL to evaluate every query on (repeatable: a
+        /// query passes if no server errs and one returns series).
+        #[arg(long, value_name = "URL")]
+        prometheus: Vec<String>,
+        /// Range used for $__rate_interval.
+        #[arg(long, default_value = "15s")]
+        rate_interval: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -278,6 +301,11 @@ fn real_main(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Metrics => {
+            print!("{}", emu_node::metrics::catalogue::markdown());
+            Ok(())
+        }
+        Command::Dashboards { dir, prometheus, rate_interval } => dashboards(&dir, &prometheus, &rate_interval),
         Command::Schemes => {
             println!("Transport parameters (--set, for --transport roce-*):");
             for (name, unit, doc) in experiment::TRANSPORT_PARAMS {
@@ -358,7 +386,7 @@ fn run(a: RunArgs) -> Result<()> {
         let rate = topo.fabric.hosts().first().and_then(|h| topo.fabric.nodes[h.index()].ports.first()).map(|p| p.rate);
         if let Some(r) = rate {
             eprintln!(
-                "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links (100 Gbit/s reference, DESIGN 6.2); scheme `ecmp` has none",
+                "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links (100 Gbit/s reference, DESIGN 6.2); scheme time parameters (flowlet gaps, ConWeave thresholds) are not scaled: set them with --set",
                 1e11 / r.bps().max(1) as f64,
                 r
             );
@@ -717,4 +745,31 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
         s.totals.packet_hops,
         s.totals.packet_hops as f64 / secs / 1e6
     );
+}
+
+fn dashboards(dir: &std::path::Path, servers: &[String], rate_interval: &str) -> Result<()> {
+    use emu_orchestrator::dashboards;
+    let queries = dashboards::load(dir)?;
+    if servers.is_empty() {
+        for q in &queries {
+            println!("{}  [{}]  {}", q.file, q.panel, q.expr);
+        }
+        println!("{} queries in valid dashboards; pass --prometheus URL to evaluate them", queries.len());
+        return Ok(());
+    }
+    let checked = dashboards::check(&queries, servers, rate_interval);
+    let mut failed = 0;
+    for c in &checked {
+        let status = if c.ok() { "ok" } else { "FAIL" };
+        println!("{status:<4} {:>4} series  {}  [{}]  {}", c.series, c.query.file, c.query.panel, c.promql);
+        for e in &c.errors {
+            println!("       error: {e}");
+        }
+        failed += usize::from(!c.ok());
+    }
+    if failed > 0 {
+        bail!("{failed} of {} dashboard queries returned an error or no series", checked.len());
+    }
+    println!("all {} dashboard queries returned data", checked.len());
+    Ok(())
 }
