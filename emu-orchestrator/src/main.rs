@@ -432,7 +432,8 @@ fn run(a: RunArgs) -> Result<()> {
                             a.metrics_time_scale
                         );
                     }
-                    let rec = emu_node::metrics::openmetrics::OpenMetricsRecorder::new(start_s * 1000, a.metrics_time_scale);
+                    let rec = emu_node::metrics::openmetrics::OpenMetricsRecorder::new(start_s * 1000, a.metrics_time_scale)
+                        .with_label("fabric", &topo.fabric.name);
                     Some(emu_node::metrics::openmetrics::EngineMetrics::new(rec, period))
                 }
             };

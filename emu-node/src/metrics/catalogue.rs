@@ -136,6 +136,7 @@ pub const LAG_BOUNDS: &[f64] = &[1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4,
 
 /// A scheme's counter: exported as `weft_scheme_<name>_total{switch, scheme}`.
 pub const SCHEME_COUNTERS: &[(&str, &str)] = &[
+    ("ecmp_failover_packets", "Packets ECMP sent to another member because the hashed uplink was down."),
     ("conweave_reroutes", "Connections the source ToR moved to a new path (RTT_REPLY timeout → TAIL + REROUTED)."),
     ("conweave_reroute_aborted_all_busy", "Reroutes abandoned because both sampled paths were busy (NOTIFY)."),
     ("conweave_epochs", "Epochs started at the source ToR."),
@@ -243,4 +244,24 @@ pub fn markdown() -> String {
         row(&mut s, &format!("weft_scheme_{n}"), Kind::Histogram, SWITCH, u, h);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docs_metrics_md_holds_the_current_catalogue() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/METRICS.md");
+        let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(doc.contains(&markdown()), "docs/METRICS.md is stale: regenerate its catalogue with `weft metrics`");
+    }
+
+    #[test]
+    fn counters_end_in_total_and_others_do_not() {
+        for m in METRICS {
+            assert_eq!(m.kind == Kind::Counter, m.name.ends_with("_total"), "{}", m.name);
+            assert!(m.name.starts_with("weft_"), "{}", m.name);
+        }
+    }
 }

@@ -148,10 +148,11 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn fmt_labels(pairs: &[LabelPair], extra: Option<(&str, String)>) -> String {
+fn fmt_labels(pairs: &[LabelPair], constant: &[(String, String)], le: Option<String>) -> String {
     let mut parts: Vec<String> = pairs.iter().map(|p| format!("{}=\"{}\"", p.name(), escape(p.value()))).collect();
-    if let Some((k, v)) = extra {
-        parts.push(format!("{k}=\"{v}\""));
+    parts.extend(constant.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))));
+    if let Some(v) = le {
+        parts.push(format!("le=\"{v}\""));
     }
     if parts.is_empty() {
         String::new()
@@ -172,21 +173,21 @@ fn fmt_f64(v: f64) -> String {
 
 /// The label string of a series (`{a="x",b="y"}`), its key in OpenMetrics.
 pub fn series_key(m: &prometheus::proto::Metric) -> String {
-    fmt_labels(m.get_label(), None)
+    fmt_labels(m.get_label(), &[], None)
 }
 
 /// One point (all sample lines of series `m` at `ts_seconds`) of family
-/// `f`, in OpenMetrics syntax.
-pub fn openmetrics_point(f: &MetricFamily, m: &prometheus::proto::Metric, ts_seconds: &str, out: &mut String) {
+/// `f`, in OpenMetrics syntax; `constant` labels are added to every sample.
+pub fn openmetrics_point(f: &MetricFamily, m: &prometheus::proto::Metric, constant: &[(String, String)], ts_seconds: &str, out: &mut String) {
     use std::fmt::Write;
     let name = f.name();
     let l = m.get_label();
     match f.get_field_type() {
         MetricType::COUNTER => {
-            let _ = writeln!(out, "{name}{} {} {ts_seconds}", fmt_labels(l, None), fmt_f64(m.get_counter().get_value()));
+            let _ = writeln!(out, "{name}{} {} {ts_seconds}", fmt_labels(l, constant, None), fmt_f64(m.get_counter().get_value()));
         }
         MetricType::GAUGE => {
-            let _ = writeln!(out, "{name}{} {} {ts_seconds}", fmt_labels(l, None), fmt_f64(m.get_gauge().get_value()));
+            let _ = writeln!(out, "{name}{} {} {ts_seconds}", fmt_labels(l, constant, None), fmt_f64(m.get_gauge().get_value()));
         }
         MetricType::HISTOGRAM => {
             let h = m.get_histogram();
@@ -194,13 +195,13 @@ pub fn openmetrics_point(f: &MetricFamily, m: &prometheus::proto::Metric, ts_sec
                 let _ = writeln!(
                     out,
                     "{name}_bucket{} {} {ts_seconds}",
-                    fmt_labels(l, Some(("le", fmt_f64(b.upper_bound())))),
+                    fmt_labels(l, constant, Some(fmt_f64(b.upper_bound()))),
                     b.cumulative_count()
                 );
             }
-            let _ = writeln!(out, "{name}_bucket{} {} {ts_seconds}", fmt_labels(l, Some(("le", "+Inf".into()))), h.get_sample_count());
-            let _ = writeln!(out, "{name}_sum{} {} {ts_seconds}", fmt_labels(l, None), fmt_f64(h.get_sample_sum()));
-            let _ = writeln!(out, "{name}_count{} {} {ts_seconds}", fmt_labels(l, None), h.get_sample_count());
+            let _ = writeln!(out, "{name}_bucket{} {} {ts_seconds}", fmt_labels(l, constant, Some("+Inf".into())), h.get_sample_count());
+            let _ = writeln!(out, "{name}_sum{} {} {ts_seconds}", fmt_labels(l, constant, None), fmt_f64(h.get_sample_sum()));
+            let _ = writeln!(out, "{name}_count{} {} {ts_seconds}", fmt_labels(l, constant, None), h.get_sample_count());
         }
         _ => {}
     }
@@ -242,7 +243,7 @@ mod tests {
         let f = s.families().next().cloned().unwrap_or_default();
         assert!(openmetrics_header(&f).starts_with("# TYPE weft_port_tx_bytes counter\n"));
         let mut out = String::new();
-        openmetrics_point(&f, &f.get_metric()[0], "1.5", &mut out);
+        openmetrics_point(&f, &f.get_metric()[0], &[], "1.5", &mut out);
         assert_eq!(out, "weft_port_tx_bytes_total{switch=\"a\\\"b\"} 7 1.5\n");
     }
 }

@@ -24,13 +24,21 @@ pub struct OpenMetricsRecorder {
     families: BTreeMap<String, (String, BTreeMap<String, String>)>,
     last_ts_ms: Option<u64>,
     samples: u64,
+    constant: Vec<(String, String)>,
 }
 
 impl OpenMetricsRecorder {
     /// A recorder whose timestamps are `epoch_ms + fabric time ×
     /// time_scale` (milliseconds).
     pub fn new(epoch_ms: u64, time_scale: u64) -> Self {
-        OpenMetricsRecorder { epoch_ms, time_scale: time_scale.max(1), families: BTreeMap::new(), last_ts_ms: None, samples: 0 }
+        OpenMetricsRecorder { epoch_ms, time_scale: time_scale.max(1), families: BTreeMap::new(), last_ts_ms: None, samples: 0, constant: Vec::new() }
+    }
+
+    /// Adds `name="value"` to every sample (e.g. `fabric`, as the file-SD
+    /// of a live fabric does, so the dashboards' variables work alike).
+    pub fn with_label(mut self, name: &str, value: &str) -> Self {
+        self.constant.push((name.to_string(), value.to_string()));
+        self
     }
 
     /// The timestamp (ms) of fabric time `now`.
@@ -53,7 +61,7 @@ impl OpenMetricsRecorder {
             let (_, series) = self.families.entry(f.name().to_string()).or_insert_with(|| (openmetrics_header(f), BTreeMap::new()));
             for m in f.get_metric() {
                 let body = series.entry(series_key(m)).or_default();
-                openmetrics_point(f, m, &ts, body);
+                openmetrics_point(f, m, &self.constant, &ts, body);
             }
         }
     }
@@ -131,9 +139,9 @@ mod tests {
             lines,
             [
                 "weft_port_tx_bytes_total{switch=\"a\"} 1 1000.000",
-                "weft_port_tx_bytes_total{switch=\"a\"} 5 1100.000",
+                "weft_port_tx_bytes_total{switch=\"a\"} 5 1000.100",
                 "weft_port_tx_bytes_total{switch=\"b\"} 2 1000.000",
-                "weft_port_tx_bytes_total{switch=\"b\"} 10 1100.000",
+                "weft_port_tx_bytes_total{switch=\"b\"} 10 1000.100",
             ]
         );
         assert!(text.ends_with("# EOF\n"));
