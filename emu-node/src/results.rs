@@ -200,7 +200,7 @@ pub struct HostResult {
 }
 
 /// The whole `summary.json`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Summary {
     /// Schema id.
     pub schema: &'static str,
@@ -229,6 +229,10 @@ pub struct Summary {
     /// Throughput imbalance across each leaf's uplinks (set by the driver
     /// that sampled it, see [`ImbalanceSampler`]).
     pub uplink_imbalance: Option<ImbalanceStats>,
+    /// Depth over time of the most loaded switch port (set by the driver
+    /// that sampled it, see [`QueueDepthSampler`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_trace: Option<QueueTrace>,
     /// The scheme's counters summed over switches, and its sampled
     /// distributions merged over switches.
     pub scheme_totals: SchemeTotals,
@@ -340,7 +344,7 @@ pub struct ImbalanceStats {
     pub p90: f64,
     /// 99th percentile.
     pub p99: f64,
-    /// CDF points (value, cumulative fraction) at every 5 %.
+    /// CDF points (value, cumulative fraction) at every 1 %.
     pub cdf: Vec<(f64, f64)>,
 }
 
@@ -416,8 +420,67 @@ impl ImbalanceSampler {
             p50: q(0.5),
             p90: q(0.9),
             p99: q(0.99),
-            cdf: (1..=20).map(|k| (q(k as f64 / 20.0), k as f64 / 20.0)).collect(),
+            cdf: (1..=100).map(|k| (q(k as f64 / 100.0), k as f64 / 100.0)).collect(),
         }
+    }
+}
+
+/// Bytes queued at one switch port over time.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct QueueTrace {
+    /// Switch name.
+    pub switch: String,
+    /// Port index.
+    pub port: u16,
+    /// The port's link.
+    pub link: String,
+    /// Sampling interval.
+    pub interval_ns: Nanos,
+    /// Bytes queued at the port (all queues) at each sample.
+    pub bytes: Vec<u64>,
+}
+
+/// Samples the bytes queued at every switch port at a fixed interval and
+/// keeps the trace of the most loaded one (largest mean depth).
+#[derive(Debug)]
+pub struct QueueDepthSampler {
+    interval: Nanos,
+    /// (switch node, port) per series.
+    ports: Vec<(usize, PortId)>,
+    series: Vec<Vec<u32>>,
+}
+
+impl QueueDepthSampler {
+    /// A sampler for every switch port of `fabric`.
+    pub fn new(fabric: &FabricSpec, interval: Nanos) -> Self {
+        let ports: Vec<(usize, PortId)> = fabric
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.as_switch().is_some())
+            .flat_map(|(i, n)| (0..n.ports.len()).map(move |p| (i, PortId(p as u16))))
+            .collect();
+        let series = vec![Vec::new(); ports.len()];
+        QueueDepthSampler { interval: interval.max(1), ports, series }
+    }
+
+    /// Takes one sample of `engine`'s queues.
+    pub fn sample(&mut self, engine: &Engine) {
+        for ((node, port), s) in self.ports.iter().zip(self.series.iter_mut()) {
+            if let Some(Node::Switch(sw)) = engine.nodes().get(*node) {
+                s.push(sw.traffic_manager().port_bytes(*port).min(u32::MAX as u64) as u32);
+            }
+        }
+    }
+
+    /// The most loaded port's trace (None before any sample).
+    pub fn finish(self, fabric: &FabricSpec) -> Option<QueueTrace> {
+        let best = (0..self.series.len()).max_by_key(|&k| self.series[k].iter().map(|&b| b as u64).sum::<u64>())?;
+        let (node, port) = self.ports[best];
+        let spec = &fabric.nodes[node];
+        let link = spec.ports.get(port.index()).and_then(|p| fabric.links.get(p.link.index())).map_or(String::new(), |l| l.name.clone());
+        let bytes: Vec<u64> = self.series[best].iter().map(|&b| b as u64).collect();
+        (!bytes.is_empty()).then(|| QueueTrace { switch: spec.name.clone(), port: port.0, link, interval_ns: self.interval, bytes })
     }
 }
 
@@ -686,6 +749,7 @@ impl Summary {
             slowdown,
             network,
             uplink_imbalance: None,
+            queue_trace: None,
             scheme_totals,
         }
     }

@@ -59,7 +59,8 @@ pub struct Query {
 /// Reads every dashboard in `dir` and returns its queries.
 pub fn load(dir: &Path) -> Result<Vec<Query>, DashboardError> {
     let rd = std::fs::read_dir(dir).map_err(|e| DashboardError::Dir(dir.display().to_string(), e))?;
-    let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    let mut files: Vec<PathBuf> =
+        rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
     files.sort();
     if files.is_empty() {
         return Err(DashboardError::Empty(dir.display().to_string()));
@@ -68,8 +69,12 @@ pub fn load(dir: &Path) -> Result<Vec<Query>, DashboardError> {
     for f in files {
         let name = f.display().to_string();
         let text = std::fs::read_to_string(&f).map_err(|e| DashboardError::Read(name.clone(), e))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| DashboardError::Json { file: name.clone(), line: e.line(), column: e.column(), msg: e.to_string() })?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| DashboardError::Json {
+            file: name.clone(),
+            line: e.line(),
+            column: e.column(),
+            msg: e.to_string(),
+        })?;
         let Some(panels) = v.get("panels").and_then(|p| p.as_array()) else { return Err(DashboardError::NotADashboard(name)) };
         let mut stack: Vec<&serde_json::Value> = panels.iter().collect();
         while let Some(p) = stack.pop() {

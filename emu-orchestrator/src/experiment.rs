@@ -427,6 +427,7 @@ pub fn run_with_metrics(
     // Advance in sampling steps: uplink counters are read every 100 us of
     // simulated time (ConWeave Fig. 14), progress is reported in between.
     let mut sampler = ImbalanceSampler::new(&topo.fabric, 100_000);
+    let mut depths = emu_node::results::QueueDepthSampler::new(&topo.fabric, 100_000);
     let mut next_sample = sampler.interval();
     let mut next_metrics = 0;
     if let Some(m) = metrics.as_deref_mut() {
@@ -440,6 +441,7 @@ pub fn run_with_metrics(
         if engine.next_event_time().is_none_or(|t| t > step_end) {
             if step_end == next_sample {
                 sampler.sample(&engine);
+                depths.sample(&engine);
                 next_sample += sampler.interval();
             }
             if let Some(m) = metrics.as_deref_mut() {
@@ -462,6 +464,7 @@ pub fn run_with_metrics(
     let truncated = !engine.is_idle();
     let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
     summary.uplink_imbalance = Some(sampler.finish());
+    summary.queue_trace = depths.finish(&topo.fabric);
     Ok(RunOutcome { summary, wall, truncated })
 }
 

@@ -89,13 +89,11 @@ enum Command {
     Metrics,
     /// Check Grafana dashboards: valid JSON, and (with --prometheus) every
     /// panel's PromQL answers with data.
-    #[command(
-        after_help = "Examples:
+    #[command(after_help = "Examples:
   weft dashboards                                  # parse dashboards/*.json, list the queries
   weft up leaf-spine-2x4-rt-synthetic --prometheus --detach
   weft dashboards --prometheus http://127.0.0.1:9090
-  weft dashboards --dir my-dashboards --prometheus http://a:9090 --prometheus http://b:9090"
-    )]
+  weft dashboards --dir my-dashboards --prometheus http://a:9090 --prometheus http://b:9090")]
     Dashboards {
         /// Directory of dashboard JSON files.
         #[arg(long, default_value = "dashboards")]
@@ -492,6 +490,14 @@ fn run(a: RunArgs) -> Result<()> {
     std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     let csv = a.out.join("flows.csv");
     std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
+    let title =
+        format!("{} {} on {}", outcome.summary.scheme, outcome.summary.traffic.split(" (").next().unwrap_or(""), outcome.summary.topology);
+    let plots = emu_orchestrator::plots::write_plots(
+        &a.out.join("plots"),
+        "",
+        &title,
+        &[emu_orchestrator::plots::Labelled { name: outcome.summary.scheme.clone(), summary: &outcome.summary }],
+    )?;
     if a.quiet {
         println!("{}", path.display());
         return Ok(());
@@ -500,7 +506,7 @@ fn run(a: RunArgs) -> Result<()> {
     if outcome.truncated {
         println!("note: stopped at --until {} with events still pending", a.until);
     }
-    println!("wrote {} and {}", path.display(), csv.display());
+    println!("wrote {}, {} and {} plots in {}", path.display(), csv.display(), plots.len(), a.out.join("plots").display());
     Ok(())
 }
 
@@ -583,6 +589,17 @@ fn compare(a: CompareArgs) -> Result<()> {
             }));
         }
         println!("({} runs in {:.1}s)", cells.len(), wall.as_secs_f64());
+        for load in &a.loads {
+            let runs: Vec<emu_orchestrator::plots::Labelled> = cells
+                .iter()
+                .filter(|c| c.load == *load)
+                .filter_map(|c| {
+                    c.outcome.as_ref().ok().map(|o| emu_orchestrator::plots::Labelled { name: c.scheme.clone(), summary: &o.summary })
+                })
+                .collect();
+            let title = format!("{tname}, {} load {load}", a.workload);
+            emu_orchestrator::plots::write_plots(&a.out.join("plots"), &format!("{tname}-load{load}-"), &title, &runs)?;
+        }
     }
     let doc = serde_json::json!({
         "schema": "weft.compare/1",
@@ -598,7 +615,13 @@ fn compare(a: CompareArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
     let path = a.out.join("compare.json");
     std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
-    println!("({} runs in {:.1}s; results in {})", n, started.elapsed().as_secs_f64(), a.out.display());
+    println!(
+        "({} runs in {:.1}s; results in {}, plots in {})",
+        n,
+        started.elapsed().as_secs_f64(),
+        a.out.display(),
+        a.out.join("plots").display()
+    );
     Ok(())
 }
 

@@ -214,7 +214,8 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_live_fabri
     let url = format!("http://{addr}");
     // Two scrapes of every target.
     wait_for("two scrapes of all 4 targets", Duration::from_secs(40), || {
-        let r = emu_orchestrator::dashboards::instant_query(&url, "count_over_time(up{job=\"weft\"}[1m]) >= 2 and up == 1").unwrap_or_default();
+        let r =
+            emu_orchestrator::dashboards::instant_query(&url, "count_over_time(up{job=\"weft\"}[1m]) >= 2 and up == 1").unwrap_or_default();
         r.len() == targets.len()
     });
     std::thread::sleep(Duration::from_secs(2));
@@ -273,7 +274,8 @@ fn weft_up_prometheus_scrapes_every_emu_node_and_weft_down_stops_it() {
     wait_for("prometheus to stop", Duration::from_secs(10), || {
         // SAFETY: kill(pid, 0) only checks for existence.
         let gone = unsafe { libc::kill(pid as i32, 0) } != 0;
-        gone || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+        gone || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
     });
     assert!(!state.join("fabric.json").exists());
 }
@@ -292,15 +294,24 @@ fn virtual_time_metrics_backfill_into_a_tsdb_that_answers_the_dashboards() {
     let start = (now - 60).to_string();
     let out = Command::new(weft_bin())
         .args(["run", "--scheme", "conweave", "--transport", "roce-irn", "--workload", "alistorage", "--flows", "400", "--quiet"])
-        .args(["--metrics-out", om.to_str().unwrap_or_default(), "--metrics-start", &start, "--out", dir.path("out").to_str().unwrap_or_default()])
+        .args([
+            "--metrics-out",
+            om.to_str().unwrap_or_default(),
+            "--metrics-start",
+            &start,
+            "--out",
+            dir.path("out").to_str().unwrap_or_default(),
+        ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
     let flows = summary.pointer("/flows").and_then(|f| f.as_array()).map_or(0, |f| f.len());
-    let completed =
-        summary.pointer("/flows").and_then(|f| f.as_array()).map_or(0, |f| f.iter().filter(|x| x.get("fct").is_some_and(|v| !v.is_null())).count());
+    let completed = summary
+        .pointer("/flows")
+        .and_then(|f| f.as_array())
+        .map_or(0, |f| f.iter().filter(|x| x.get("fct").is_some_and(|v| !v.is_null())).count());
     assert!(flows >= 400 && completed == flows, "{flows} flows, {completed} completed");
     let simulated = summary.pointer("/simulated_ns").and_then(|s| s.as_u64()).unwrap_or(0);
     assert!(simulated > 1_000_000 && simulated < 50_000_000, "simulated {simulated} ns");
@@ -312,9 +323,11 @@ fn virtual_time_metrics_backfill_into_a_tsdb_that_answers_the_dashboards() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(bf.status.success(), "promtool backfill: {}{}", String::from_utf8_lossy(&bf.stdout), String::from_utf8_lossy(&bf.stderr));
     // Prometheus on that TSDB, scraping nothing.
-    std::fs::write(dir.path("prom/prometheus/prometheus.yml"), "global: {scrape_interval: 1m}\nscrape_configs: []\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path("prom/prometheus/prometheus.yml"), "global: {scrape_interval: 1m}\nscrape_configs: []\n")
+        .unwrap_or_else(|e| panic!("{e}"));
     let (child, addr) =
-        emu_orchestrator::prometheus::start(&dir.path("prom"), "prometheus", "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"))).unwrap_or_else(|e| panic!("{e}"));
+        emu_orchestrator::prometheus::start(&dir.path("prom"), "prometheus", "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
     let _prom = Proc(child);
     let url = format!("http://{addr}");
     // Every flow completed, at the last sample; the first sample had none.
@@ -340,7 +353,15 @@ fn virtual_time_metrics_backfill_into_a_tsdb_that_answers_the_dashboards() {
     // metrics only a live process has (actors, inter-process links,
     // scrapes) and on CONGA, which did not run.
     let out = Command::new(weft_bin())
-        .args(["dashboards", "--dir", repo().join("dashboards").to_str().unwrap_or_default(), "--prometheus", &url, "--rate-interval", "5m"])
+        .args([
+            "dashboards",
+            "--dir",
+            repo().join("dashboards").to_str().unwrap_or_default(),
+            "--prometheus",
+            &url,
+            "--rate-interval",
+            "5m",
+        ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -377,18 +398,30 @@ fn bad_input_gets_one_clear_error() {
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("`/nonexistent/prometheus` was not found") && err.contains("apt-get install prometheus"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("`/nonexistent/prometheus` was not found") && err.contains("apt-get install prometheus"),
+        "{err}"
+    );
     assert!(!dir.path("state/fabric.json").exists());
     // A dashboard that is not JSON.
     let d = dir.path("dash");
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(d.join("broken.json"), "{\"panels\": [}\n").unwrap_or_else(|e| panic!("{e}"));
-    let out = Command::new(weft_bin()).args(["dashboards", "--dir", d.to_str().unwrap_or_default()]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out =
+        Command::new(weft_bin()).args(["dashboards", "--dir", d.to_str().unwrap_or_default()]).output().unwrap_or_else(|e| panic!("{e}"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("broken.json is not valid JSON (line 1, column"), "{err}");
     // --metrics-out with a period the TSDB cannot resolve.
     let out = Command::new(weft_bin())
-        .args(["run", "--metrics-out", dir.path("x.om").to_str().unwrap_or_default(), "--metrics-period", "100us", "--metrics-time-scale", "1"])
+        .args([
+            "run",
+            "--metrics-out",
+            dir.path("x.om").to_str().unwrap_or_default(),
+            "--metrics-period",
+            "100us",
+            "--metrics-time-scale",
+            "1",
+        ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let err = String::from_utf8_lossy(&out.stderr);

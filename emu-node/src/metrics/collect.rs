@@ -369,8 +369,10 @@ mod tests {
                     s.scheme = info.name.to_string();
                 }
             }
-            for transport in [HostTransport::Udp, HostTransport::Roce(crate::host::RoceConfig::lossless()), HostTransport::Tcp(Default::default())] {
-                let e = Engine::new(&f, &EngineConfig { transport: transport.clone(), ..EngineConfig::default() })
+            for transport in
+                [HostTransport::Udp, HostTransport::Roce(crate::host::RoceConfig::lossless()), HostTransport::Tcp(Default::default())]
+            {
+                let e = Engine::new(&f, &EngineConfig { transport, ..EngineConfig::default() })
                     .unwrap_or_else(|e| panic!("{}: {e}", info.name));
                 let mut set = FamilySet::new();
                 for (i, n) in e.nodes().iter().enumerate() {
@@ -378,7 +380,9 @@ mod tests {
                 }
                 assert_catalogued(&set);
                 let names: Vec<&str> = set.families().map(|x| x.name()).collect();
-                for needed in ["weft_port_tx_bytes_total", "weft_switch_resource_used", "weft_host_fct_seconds", "weft_host_flows_started_total"] {
+                for needed in
+                    ["weft_port_tx_bytes_total", "weft_switch_resource_used", "weft_host_fct_seconds", "weft_host_flows_started_total"]
+                {
                     assert!(names.contains(&needed), "{} lacks {needed}", info.name);
                 }
                 if info.name == "conweave" {

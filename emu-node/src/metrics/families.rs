@@ -178,7 +178,13 @@ pub fn series_key(m: &prometheus::proto::Metric) -> String {
 
 /// One point (all sample lines of series `m` at `ts_seconds`) of family
 /// `f`, in OpenMetrics syntax; `constant` labels are added to every sample.
-pub fn openmetrics_point(f: &MetricFamily, m: &prometheus::proto::Metric, constant: &[(String, String)], ts_seconds: &str, out: &mut String) {
+pub fn openmetrics_point(
+    f: &MetricFamily,
+    m: &prometheus::proto::Metric,
+    constant: &[(String, String)],
+    ts_seconds: &str,
+    out: &mut String,
+) {
     use std::fmt::Write;
     let name = f.name();
     let l = m.get_label();

@@ -31,7 +31,14 @@ impl OpenMetricsRecorder {
     /// A recorder whose timestamps are `epoch_ms + fabric time ×
     /// time_scale` (milliseconds).
     pub fn new(epoch_ms: u64, time_scale: u64) -> Self {
-        OpenMetricsRecorder { epoch_ms, time_scale: time_scale.max(1), families: BTreeMap::new(), last_ts_ms: None, samples: 0, constant: Vec::new() }
+        OpenMetricsRecorder {
+            epoch_ms,
+            time_scale: time_scale.max(1),
+            families: BTreeMap::new(),
+            last_ts_ms: None,
+            samples: 0,
+            constant: Vec::new(),
+        }
     }
 
     /// Adds `name="value"` to every sample (e.g. `fabric`, as the file-SD
