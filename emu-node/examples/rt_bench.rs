@@ -10,6 +10,10 @@
 //!    versus its due time (departure + serialization + delay), and the
 //!    achieved rate (wall clock, first to last arrival).
 //!
+//! With `WEFT_BENCH_SCRAPE_MS=N`, the forwarding run also gathers the
+//! switch's Prometheus metrics every N ms and encodes them as text (what a
+//! scrape of `/metrics` does), to measure the metrics' cost on forwarding.
+//!
 //! `cargo run --release -p emu-node --example rt_bench`
 
 use bytes::BytesMut;
@@ -102,7 +106,22 @@ fn main() {
         let sched = task.scheduler();
         let start = Instant::now();
         let mut sent = 0u64;
+        let scrape_every = std::env::var("WEFT_BENCH_SCRAPE_MS").ok().and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis);
+        let fabric = Arc::new(f.clone());
+        let (mut scrapes, mut next_scrape, mut scrape_bytes) = (0u64, start, 0usize);
         while start.elapsed() < Duration::from_secs(3) {
+            if let Some(every) = scrape_every {
+                if Instant::now() >= next_scrape {
+                    next_scrape += every;
+                    let fabric = fabric.clone();
+                    if let Ok(set) = sw.actor.call(|reply| NodeMsg::Metrics { fabric, index: 0, reply }, None).await {
+                        if let Ok(set) = set.success_or(()) {
+                            scrape_bytes = set.to_text().len();
+                            scrapes += 1;
+                        }
+                    }
+                }
+            }
             for fr in frames.iter().take(256) {
                 let now = sched.now();
                 sw.deliver(PortId(0), fr.clone(), now);
@@ -121,6 +140,9 @@ fn main() {
             _ => 1.0,
         };
         println!("forwarding: one ECMP switch actor, in-process links, 1500 B: {:.3} M frames/s ({} frames)", s.0 as f64 / secs / 1e6, s.0);
+        if scrape_every.is_some() {
+            println!("  with {scrapes} metric scrapes of {scrape_bytes} B of text each");
+        }
         drop(task);
 
         // 2. Pacing at 1 Gbit/s: frames offered at 2 Gbit/s for 50 ms into
