@@ -107,21 +107,29 @@ fn main() {
         let start = Instant::now();
         let mut sent = 0u64;
         let scrape_every = std::env::var("WEFT_BENCH_SCRAPE_MS").ok().and_then(|v| v.parse::<u64>().ok()).map(Duration::from_millis);
-        let fabric = Arc::new(f.clone());
-        let (mut scrapes, mut next_scrape, mut scrape_bytes) = (0u64, start, 0usize);
-        while start.elapsed() < Duration::from_secs(3) {
-            if let Some(every) = scrape_every {
-                if Instant::now() >= next_scrape {
-                    next_scrape += every;
+        // Scrapes run in their own task, as the HTTP endpoint's do, so the
+        // feeder keeps going while one waits for the switch's answer.
+        let scraped = Arc::new(Mutex::new((0u64, 0usize, Duration::ZERO)));
+        let scraper = scrape_every.map(|every| {
+            let (fabric, actor, scraped) = (Arc::new(f.clone()), sw.actor.clone(), scraped.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
                     let fabric = fabric.clone();
-                    if let Ok(set) = sw.actor.call(|reply| NodeMsg::Metrics { fabric, index: 0, reply }, None).await {
-                        if let Ok(set) = set.success_or(()) {
-                            scrape_bytes = set.to_text().len();
-                            scrapes += 1;
+                    let t = Instant::now();
+                    if let Ok(Ok(set)) =
+                        actor.call(|reply| NodeMsg::Metrics { fabric, index: 0, reply }, None).await.map(|r| r.success_or(()))
+                    {
+                        let text = set.to_text();
+                        if let Ok(mut s) = scraped.lock() {
+                            *s = (s.0 + 1, text.len(), s.2 + t.elapsed());
                         }
                     }
                 }
-            }
+            })
+        });
+        while start.elapsed() < Duration::from_secs(3) {
             for fr in frames.iter().take(256) {
                 let now = sched.now();
                 sw.deliver(PortId(0), fr.clone(), now);
@@ -140,8 +148,13 @@ fn main() {
             _ => 1.0,
         };
         println!("forwarding: one ECMP switch actor, in-process links, 1500 B: {:.3} M frames/s ({} frames)", s.0 as f64 / secs / 1e6, s.0);
-        if scrape_every.is_some() {
-            println!("  with {scrapes} metric scrapes of {scrape_bytes} B of text each");
+        if let Some(t) = scraper {
+            t.abort();
+            let (n, bytes, took) = scraped.lock().map(|s| *s).unwrap_or_default();
+            println!(
+                "  with {n} metric scrapes of {bytes} B of text each, {:.0} us each from request to text",
+                took.as_secs_f64() * 1e6 / n.max(1) as f64
+            );
         }
         drop(task);
 

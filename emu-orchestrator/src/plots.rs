@@ -237,8 +237,7 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
     )?;
     written.push(p);
 
-    let by: Vec<(String, (Points, Points))> =
-        runs.iter().map(|r| (r.name.clone(), slowdown_by_size(r.summary, 10))).collect();
+    let by: Vec<(String, (Points, Points))> = runs.iter().map(|r| (r.name.clone(), slowdown_by_size(r.summary, 10))).collect();
     let p = file("slowdown-by-size.svg");
     {
         let err = |e: String| PlotError::Draw(p.display().to_string(), e);

@@ -144,24 +144,17 @@ impl FamilySet {
 }
 
 /// Escapes a label value for the text formats.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-fn fmt_labels(pairs: &[LabelPair], constant: &[(String, String)], le: Option<String>) -> String {
-    let mut parts: Vec<String> = pairs.iter().map(|p| format!("{}=\"{}\"", p.name(), escape(p.value()))).collect();
-    parts.extend(constant.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))));
-    if let Some(v) = le {
-        parts.push(format!("le=\"{v}\""));
-    }
-    if parts.is_empty() {
-        String::new()
+fn escape(v: &str) -> std::borrow::Cow<'_, str> {
+    if v.contains(['\\', '"', '\n']) {
+        v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
     } else {
-        format!("{{{}}}", parts.join(","))
+        v.into()
     }
 }
 
-fn fmt_f64(v: f64) -> String {
+/// A sample value as the text formats write it (integers without a
+/// fraction, `+Inf`).
+pub fn fmt_f64(v: f64) -> String {
     if v.is_infinite() {
         if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
@@ -171,46 +164,18 @@ fn fmt_f64(v: f64) -> String {
     }
 }
 
-/// The label string of a series (`{a="x",b="y"}`), its key in OpenMetrics.
-pub fn series_key(m: &prometheus::proto::Metric) -> String {
-    fmt_labels(m.get_label(), &[], None)
-}
-
-/// One point (all sample lines of series `m` at `ts_seconds`) of family
-/// `f`, in OpenMetrics syntax; `constant` labels are added to every sample.
-pub fn openmetrics_point(
-    f: &MetricFamily,
-    m: &prometheus::proto::Metric,
-    constant: &[(String, String)],
-    ts_seconds: &str,
-    out: &mut String,
-) {
+/// The label pairs of series `m` plus `constant`, as `a="x",b="y"` (no
+/// braces): its key in OpenMetrics, written once per point.
+pub fn series_labels(m: &prometheus::proto::Metric, constant: &[(String, String)]) -> String {
     use std::fmt::Write;
-    let name = f.name();
-    let l = m.get_label();
-    match f.get_field_type() {
-        MetricType::COUNTER => {
-            let _ = writeln!(out, "{name}{} {} {ts_seconds}", fmt_labels(l, constant, None), fmt_f64(m.get_counter().get_value()));
-        }
-        MetricType::GAUGE => {
-            let _ = writeln!(out, "{name}{} {} {ts_seconds}", fmt_labels(l, constant, None), fmt_f64(m.get_gauge().get_value()));
-        }
-        MetricType::HISTOGRAM => {
-            let h = m.get_histogram();
-            for b in h.get_bucket() {
-                let _ = writeln!(
-                    out,
-                    "{name}_bucket{} {} {ts_seconds}",
-                    fmt_labels(l, constant, Some(fmt_f64(b.upper_bound()))),
-                    b.cumulative_count()
-                );
-            }
-            let _ = writeln!(out, "{name}_bucket{} {} {ts_seconds}", fmt_labels(l, constant, Some("+Inf".into())), h.get_sample_count());
-            let _ = writeln!(out, "{name}_sum{} {} {ts_seconds}", fmt_labels(l, constant, None), fmt_f64(h.get_sample_sum()));
-            let _ = writeln!(out, "{name}_count{} {} {ts_seconds}", fmt_labels(l, constant, None), h.get_sample_count());
-        }
-        _ => {}
+    let mut s = String::new();
+    for p in m.get_label() {
+        let _ = write!(s, "{}{}=\"{}\"", if s.is_empty() { "" } else { "," }, p.name(), escape(p.value()));
     }
+    for (k, v) in constant {
+        let _ = write!(s, "{}{k}=\"{}\"", if s.is_empty() { "" } else { "," }, escape(v));
+    }
+    s
 }
 
 /// The OpenMetrics `# TYPE`/`# HELP` lines of a family. OpenMetrics names a
@@ -243,13 +208,12 @@ mod tests {
     }
 
     #[test]
-    fn openmetrics_counter_family_drops_total_and_samples_carry_timestamps() {
+    fn openmetrics_counter_family_drops_total_and_labels_are_escaped() {
         let mut s = FamilySet::new();
         s.counter("weft_port_tx_bytes_total", &[("switch", "a\"b")], 7);
         let f = s.families().next().cloned().unwrap_or_default();
         assert!(openmetrics_header(&f).starts_with("# TYPE weft_port_tx_bytes counter\n"));
-        let mut out = String::new();
-        openmetrics_point(&f, &f.get_metric()[0], &[], "1.5", &mut out);
-        assert_eq!(out, "weft_port_tx_bytes_total{switch=\"a\\\"b\"} 7 1.5\n");
+        let m = &f.get_metric()[0];
+        assert_eq!(series_labels(m, &[("fabric".into(), "x".into())]), "switch=\"a\\\"b\",fabric=\"x\"");
     }
 }

@@ -12,18 +12,38 @@
 //! their points in increasing time (OpenMetrics requires both); the file
 //! ends with `# EOF`.
 
-use super::families::{openmetrics_header, openmetrics_point, series_key, FamilySet};
+use super::families::{fmt_f64, openmetrics_header, series_labels, FamilySet};
 use crate::time::Nanos;
+use prometheus::proto::MetricType;
 use std::collections::BTreeMap;
 
-/// Accumulates samples and writes them grouped by family and series.
+/// The points of one series: sample indices and their values (one value
+/// per point, or for a histogram the cumulative bucket counts, then the
+/// sum and the count).
+#[derive(Debug, Default)]
+struct SeriesPoints {
+    at: Vec<u32>,
+    values: Vec<f64>,
+}
+
+#[derive(Debug)]
+struct FamilyPoints {
+    header: String,
+    kind: MetricType,
+    /// Histogram bucket bounds (empty otherwise).
+    bounds: Vec<f64>,
+    series: BTreeMap<String, SeriesPoints>,
+}
+
+/// Accumulates samples (values only: about 12 bytes per counter or gauge
+/// point) and writes them grouped by family and series.
 #[derive(Debug)]
 pub struct OpenMetricsRecorder {
     epoch_ms: u64,
     time_scale: u64,
-    families: BTreeMap<String, (String, BTreeMap<String, String>)>,
-    last_ts_ms: Option<u64>,
-    samples: u64,
+    families: BTreeMap<String, FamilyPoints>,
+    /// Timestamp (ms) of each sample.
+    stamps: Vec<u64>,
     constant: Vec<(String, String)>,
 }
 
@@ -31,14 +51,7 @@ impl OpenMetricsRecorder {
     /// A recorder whose timestamps are `epoch_ms + fabric time ×
     /// time_scale` (milliseconds).
     pub fn new(epoch_ms: u64, time_scale: u64) -> Self {
-        OpenMetricsRecorder {
-            epoch_ms,
-            time_scale: time_scale.max(1),
-            families: BTreeMap::new(),
-            last_ts_ms: None,
-            samples: 0,
-            constant: Vec::new(),
-        }
+        OpenMetricsRecorder { epoch_ms, time_scale: time_scale.max(1), families: BTreeMap::new(), stamps: Vec::new(), constant: Vec::new() }
     }
 
     /// Adds `name="value"` to every sample (e.g. `fabric`, as the file-SD
@@ -58,32 +71,82 @@ impl OpenMetricsRecorder {
     /// too short for the time scale).
     pub fn record(&mut self, now: Nanos, set: &FamilySet) {
         let ts_ms = self.timestamp_ms(now);
-        if self.last_ts_ms.is_some_and(|l| ts_ms <= l) {
+        if self.stamps.last().is_some_and(|l| ts_ms <= *l) {
             return;
         }
-        self.last_ts_ms = Some(ts_ms);
-        self.samples += 1;
-        let ts = format!("{}.{:03}", ts_ms / 1000, ts_ms % 1000);
+        let k = self.stamps.len() as u32;
+        self.stamps.push(ts_ms);
         for f in set.families() {
-            let (_, series) = self.families.entry(f.name().to_string()).or_insert_with(|| (openmetrics_header(f), BTreeMap::new()));
+            let fam = self.families.entry(f.name().to_string()).or_insert_with(|| FamilyPoints {
+                header: openmetrics_header(f),
+                kind: f.get_field_type(),
+                bounds: f
+                    .get_metric()
+                    .first()
+                    .map(|m| m.get_histogram().get_bucket().iter().map(|b| b.upper_bound()).collect())
+                    .unwrap_or_default(),
+                series: BTreeMap::new(),
+            });
             for m in f.get_metric() {
-                let body = series.entry(series_key(m)).or_default();
-                openmetrics_point(f, m, &self.constant, &ts, body);
+                let labels = series_labels(m, &self.constant);
+                let sp = match fam.series.get_mut(&labels) {
+                    Some(sp) => sp,
+                    None => fam.series.entry(labels).or_default(),
+                };
+                sp.at.push(k);
+                match fam.kind {
+                    MetricType::COUNTER => sp.values.push(m.get_counter().get_value()),
+                    MetricType::GAUGE => sp.values.push(m.get_gauge().get_value()),
+                    MetricType::HISTOGRAM => {
+                        let h = m.get_histogram();
+                        // Same bounds for every series of a family (the
+                        // catalogue fixes them).
+                        for i in 0..fam.bounds.len() {
+                            sp.values.push(h.get_bucket().get(i).map_or(h.get_sample_count(), |b| b.cumulative_count()) as f64);
+                        }
+                        sp.values.push(h.get_sample_sum());
+                        sp.values.push(h.get_sample_count() as f64);
+                    }
+                    _ => sp.values.push(0.0),
+                }
             }
         }
     }
 
     /// Samples recorded.
     pub fn samples(&self) -> u64 {
-        self.samples
+        self.stamps.len() as u64
     }
 
     /// Writes the file.
     pub fn write(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
-        for (header, series) in self.families.values() {
-            w.write_all(header.as_bytes())?;
-            for body in series.values() {
-                w.write_all(body.as_bytes())?;
+        let mut line = String::new();
+        for (name, fam) in &self.families {
+            w.write_all(fam.header.as_bytes())?;
+            let le: Vec<String> = fam.bounds.iter().map(|b| fmt_f64(*b)).collect();
+            let stride = if fam.kind == MetricType::HISTOGRAM { fam.bounds.len() + 2 } else { 1 };
+            for (labels, sp) in &fam.series {
+                let (open, close) = if labels.is_empty() { ("", "") } else { ("{", "}") };
+                let sep = if labels.is_empty() { "" } else { "," };
+                for (p, at) in sp.at.iter().enumerate() {
+                    let ms = self.stamps.get(*at as usize).copied().unwrap_or(0);
+                    let ts = format!("{}.{:03}", ms / 1000, ms % 1000);
+                    let v = &sp.values[p * stride..(p + 1) * stride];
+                    line.clear();
+                    use std::fmt::Write;
+                    if fam.kind == MetricType::HISTOGRAM {
+                        for (i, b) in le.iter().enumerate() {
+                            let _ = writeln!(line, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {} {ts}", fmt_f64(v[i]));
+                        }
+                        let n = fam.bounds.len();
+                        let _ = writeln!(line, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {} {ts}", fmt_f64(v[n + 1]));
+                        let _ = writeln!(line, "{name}_sum{open}{labels}{close} {} {ts}", fmt_f64(v[n]));
+                        let _ = writeln!(line, "{name}_count{open}{labels}{close} {} {ts}", fmt_f64(v[n + 1]));
+                    } else {
+                        let _ = writeln!(line, "{name}{open}{labels}{close} {} {ts}", fmt_f64(v[0]));
+                    }
+                    w.write_all(line.as_bytes())?;
+                }
             }
         }
         w.write_all(b"# EOF\n")

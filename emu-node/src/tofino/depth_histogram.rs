@@ -4,7 +4,9 @@
 //! Buckets: an empty queue, then powers of two from 1 KiB to 8 MiB (a
 //! Tofino2 queue cannot hold more than its 64 MB buffer, and the deepest
 //! queues weft's experiments see are a few MB), then +Inf. Recording is one
-//! `leading_zeros` and one increment: it runs for every enqueued packet.
+//! `leading_zeros` and one increment, for every buffered packet; packets
+//! that cut through an empty port are not recorded (the traffic manager
+//! adds them to the depth-0 bucket when asked).
 //!
 //! Invariant: `counts` sums to the number of recorded packets and `sum` to
 //! the sum of their depths.

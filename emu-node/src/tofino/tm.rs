@@ -196,7 +196,6 @@ struct Queue {
     paused: bool,
     leak: u32,
     stats: QueueStats,
-    depth_hist: DepthHistogram,
 }
 
 #[derive(Debug)]
@@ -211,6 +210,9 @@ struct PortState {
     pfc_any_until: Nanos,
     rr: [u8; 8],
     bytes: u64,
+    /// Per queue: depths seen by buffered packets (apart from `queues` to
+    /// keep the scheduler's per-queue state compact).
+    depth_hists: Vec<DepthHistogram>,
 }
 
 /// Why [`TrafficManager::pass_through`] did not pass a packet.
@@ -283,7 +285,6 @@ impl TrafficManager {
                             paused: false,
                             leak: 0,
                             stats: QueueStats::default(),
-                            depth_hist: DepthHistogram::default(),
                         })
                         .collect(),
                     nonempty: 0,
@@ -292,6 +293,7 @@ impl TrafficManager {
                     pfc_any_until: 0,
                     rr: [0; 8],
                     bytes: 0,
+                    depth_hists: vec![DepthHistogram::default(); n],
                 })
                 .collect(),
             level_mask,
@@ -352,7 +354,7 @@ impl TrafficManager {
             return Err((DropReason::DynamicThreshold, frame));
         }
         let enq_depth = q.bytes;
-        q.depth_hist.record(enq_depth);
+        p.depth_hists[qi].record(enq_depth);
         q.bytes += frame.len() as u64;
         q.cells += cells as u64;
         q.stats.enq_packets += 1;
@@ -402,7 +404,6 @@ impl TrafficManager {
             return Err(PassThrough::Dropped(frame));
         }
         let len = frame.len() as u64;
-        q.depth_hist.record(0);
         q.stats.enq_packets += 1;
         q.stats.tx_packets += 1;
         q.stats.tx_bytes += len;
@@ -598,9 +599,16 @@ impl TrafficManager {
         self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or_else(QueueStats::default, |q| q.stats)
     }
 
-    /// Depths seen by the packets enqueued to one queue (None: no such queue).
-    pub fn queue_depth_histogram(&self, port: PortId, queue: QueueId) -> Option<&DepthHistogram> {
-        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map(|q| &q.depth_hist)
+    /// Depths seen by the packets enqueued to one queue (None: no such
+    /// queue). Cut-through packets (which found the port empty) are counted
+    /// in the depth-0 bucket from the queue's `enq_packets`, so that the
+    /// cut-through path does not touch the histogram.
+    pub fn queue_depth_histogram(&self, port: PortId, queue: QueueId) -> Option<DepthHistogram> {
+        let p = self.ports.get(port.index())?;
+        let q = p.queues.get(queue.0 as usize)?;
+        let mut h = p.depth_hists.get(queue.0 as usize)?.clone();
+        h.counts[0] += q.stats.enq_packets.saturating_sub(h.count());
+        Some(h)
     }
 
     /// Counts a CE mark on a queue (the switch marks only ECT packets).
@@ -683,6 +691,27 @@ mod tests {
 
     fn tm(cfg: TmConfig) -> TrafficManager {
         TrafficManager::new(cfg, 4)
+    }
+
+    #[test]
+    fn depth_histogram_counts_buffered_depths_and_cut_through_as_empty() {
+        let mut t = tm(TmConfig::standard(8, 10_000_000, 80, None));
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        // Two packets cut through the idle port.
+        for _ in 0..2 {
+            assert!(t.pass_through(0, PortId(0), QueueId(0), frame(1000), &mut rng).is_ok());
+        }
+        // Three are buffered behind each other: they find 0, 1000, 2000 B.
+        for _ in 0..3 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+        }
+        let h = t.queue_depth_histogram(PortId(0), QueueId(0)).unwrap();
+        assert_eq!(h.counts[0], 3, "2 cut through + 1 into an empty queue");
+        assert_eq!(h.counts[1], 1, "1000 B <= 1 KiB");
+        assert_eq!(h.counts[2], 1, "2000 B <= 2 KiB");
+        assert_eq!((h.count(), h.sum), (5, 3000));
+        assert!(t.queue_depth_histogram(PortId(9), QueueId(0)).is_none());
     }
 
     #[test]
