@@ -440,19 +440,27 @@ pub struct QueueTrace {
     pub bytes: Vec<u64>,
 }
 
-/// Samples the bytes queued at every switch port at a fixed interval and
-/// keeps the trace of the most loaded one (largest mean depth).
+/// Samples the bytes queued at every switch port and keeps the trace of
+/// the most loaded one (largest mean depth). Starts every 10 µs; when a
+/// trace reaches [`QueueDepthSampler::MAX_SAMPLES`], adjacent samples are
+/// merged (their maximum) and the interval doubles, so memory stays bounded
+/// and a short run is still drawn in detail.
 #[derive(Debug)]
 pub struct QueueDepthSampler {
     interval: Nanos,
     /// (switch node, port) per series.
     ports: Vec<(usize, PortId)>,
     series: Vec<Vec<u32>>,
+    /// When the next sample is due.
+    next_at: Nanos,
 }
 
 impl QueueDepthSampler {
+    /// Samples per port before the interval doubles.
+    pub const MAX_SAMPLES: usize = 4096;
+
     /// A sampler for every switch port of `fabric`.
-    pub fn new(fabric: &FabricSpec, interval: Nanos) -> Self {
+    pub fn new(fabric: &FabricSpec) -> Self {
         let ports: Vec<(usize, PortId)> = fabric
             .nodes
             .iter()
@@ -461,15 +469,32 @@ impl QueueDepthSampler {
             .flat_map(|(i, n)| (0..n.ports.len()).map(move |p| (i, PortId(p as u16))))
             .collect();
         let series = vec![Vec::new(); ports.len()];
-        QueueDepthSampler { interval: interval.max(1), ports, series }
+        QueueDepthSampler { interval: 10_000, ports, series, next_at: 10_000 }
     }
 
-    /// Takes one sample of `engine`'s queues.
+    /// When the next sample is due.
+    pub fn next_at(&self) -> Nanos {
+        self.next_at
+    }
+
+    /// Takes the sample due at [`QueueDepthSampler::next_at`] of `engine`
+    /// (which has run every event up to then).
     pub fn sample(&mut self, engine: &Engine) {
         for ((node, port), s) in self.ports.iter().zip(self.series.iter_mut()) {
             if let Some(Node::Switch(sw)) = engine.nodes().get(*node) {
                 s.push(sw.traffic_manager().port_bytes(*port).min(u32::MAX as u64) as u32);
             }
+        }
+        if self.series.first().is_some_and(|s| s.len() >= Self::MAX_SAMPLES) {
+            for s in &mut self.series {
+                *s = s.chunks(2).map(|c| c.iter().copied().max().unwrap_or(0)).collect();
+            }
+            self.interval *= 2;
+            // Sample k (1-based) now covers times up to k × interval.
+            let k = self.series.first().map_or(0, |s| s.len()) as u64;
+            self.next_at = (k + 1) * self.interval;
+        } else {
+            self.next_at += self.interval;
         }
     }
 

@@ -427,7 +427,7 @@ pub fn run_with_metrics(
     // Advance in sampling steps: uplink counters are read every 100 us of
     // simulated time (ConWeave Fig. 14), progress is reported in between.
     let mut sampler = ImbalanceSampler::new(&topo.fabric, 100_000);
-    let mut depths = emu_node::results::QueueDepthSampler::new(&topo.fabric, 100_000);
+    let mut depths = emu_node::results::QueueDepthSampler::new(&topo.fabric);
     let mut next_sample = sampler.interval();
     let mut next_metrics = 0;
     if let Some(m) = metrics.as_deref_mut() {
@@ -435,14 +435,16 @@ pub fn run_with_metrics(
         next_metrics = m.period;
     }
     loop {
-        let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }.min(opts.until);
+        let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }.min(depths.next_at()).min(opts.until);
         engine.run_until(step_end, 1_000_000);
         progress(engine.now(), engine.totals().events);
         if engine.next_event_time().is_none_or(|t| t > step_end) {
             if step_end == next_sample {
                 sampler.sample(&engine);
-                depths.sample(&engine);
                 next_sample += sampler.interval();
+            }
+            if step_end == depths.next_at() {
+                depths.sample(&engine);
             }
             if let Some(m) = metrics.as_deref_mut() {
                 if step_end == next_metrics {

@@ -68,8 +68,14 @@ fn range(series: &[Series], pick: fn(&(f64, f64)) -> f64, log: bool) -> (f64, f6
         return if log { (1.0, 10.0) } else { (0.0, 1.0) };
     }
     if log {
-        lo = 10f64.powf(lo.log10().floor());
-        hi = 10f64.powf((hi.log10() + 1e-9).ceil()).max(lo * 10.0);
+        // 30 % of margin, and at least one decade around the data.
+        lo /= 1.3;
+        hi *= 1.3;
+        if hi / lo < 10.0 {
+            let c = (lo * hi).sqrt();
+            lo = c / 10f64.sqrt();
+            hi = c * 10f64.sqrt();
+        }
     } else {
         let pad = ((hi - lo) * 0.05).max(1e-9);
         lo = if lo >= 0.0 { 0.0 } else { lo - pad };
@@ -185,24 +191,26 @@ pub fn slowdown_cdf(s: &Summary) -> Vec<(f64, f64)> {
 }
 
 /// Average and p99 slowdown per flow-size bin: half-decade bins (…1 KB,
-/// 1–3.16 KB, 3.16–10 KB, …), x = the bin's geometric centre; bins with
-/// fewer than `min_flows` flows are left out.
+/// 1–3.16 KB, 3.16–10 KB, …), x = the median flow size in the bin; bins
+/// with fewer than `min_flows` flows are left out.
 pub fn slowdown_by_size(s: &Summary, min_flows: usize) -> (Points, Points) {
-    let mut bins: std::collections::BTreeMap<i64, Vec<f64>> = std::collections::BTreeMap::new();
+    let mut bins: std::collections::BTreeMap<i64, Vec<(u64, f64)>> = std::collections::BTreeMap::new();
     for (size, sd) in s.flows.iter().filter(|f| f.start >= s.slowdown.warmup_ns).filter_map(|f| f.size.zip(f.slowdown)) {
         // Bin k holds sizes in (10^(k/2), 10^((k+1)/2)].
         let k = ((size.max(1) as f64).log10() * 2.0 - 1e-9).floor() as i64;
-        bins.entry(k).or_default().push(sd);
+        bins.entry(k).or_default().push((size, sd));
     }
     let (mut avg, mut p99) = (Vec::new(), Vec::new());
-    for (k, mut d) in bins {
+    for (_, mut d) in bins {
         if d.len() < min_flows.max(1) {
             continue;
         }
-        d.sort_by(|a, b| a.total_cmp(b));
-        let x = 10f64.powf((k as f64 + 0.5) / 2.0);
-        avg.push((x, d.iter().sum::<f64>() / d.len() as f64));
-        p99.push((x, d[((d.len() as f64 * 0.99).ceil() as usize).clamp(1, d.len()) - 1]));
+        d.sort_by_key(|x| x.0);
+        let x = d[d.len() / 2].0 as f64;
+        let mut v: Vec<f64> = d.iter().map(|x| x.1).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        avg.push((x, v.iter().sum::<f64>() / v.len() as f64));
+        p99.push((x, v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1]));
     }
     (avg, p99)
 }
@@ -241,18 +249,18 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
     let p = file("slowdown-by-size.svg");
     {
         let err = |e: String| PlotError::Draw(p.display().to_string(), e);
-        let root = SVGBackend::new(&p, (1400, 560)).into_drawing_area();
+        let root = SVGBackend::new(&p, (1400, 600)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-        let (l, r) = root.split_horizontally(700);
+        let body = root.titled(&format!("FCT slowdown by flow size — {title}"), ("sans-serif", 22)).map_err(|e| err(e.to_string()))?;
+        let (l, r) = body.split_horizontally(700);
         let avg: Vec<Series> = by.iter().map(|(n, (a, _))| Series { name: n.clone(), points: a.clone() }).collect();
         let p99: Vec<Series> = by.iter().map(|(n, (_, q))| Series { name: n.clone(), points: q.clone() }).collect();
-        let t1 = format!("Average FCT slowdown by flow size — {title}");
-        let t2 = format!("p99 FCT slowdown by flow size — {title}");
+        let (t1, t2) = ("average", "99th percentile");
         panel(
             &l,
             Axes {
                 title: &t1,
-                x_desc: "flow size (bytes, log; half-decade bins of ≥ 10 flows)",
+                x_desc: "flow size (bytes, log; median of each half-decade bin of ≥ 10 flows)",
                 y_desc: "average slowdown (log)",
                 x_log: true,
                 y_log: true,
@@ -265,7 +273,7 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
             &r,
             Axes {
                 title: &t2,
-                x_desc: "flow size (bytes, log; half-decade bins of ≥ 10 flows)",
+                x_desc: "flow size (bytes, log; median of each half-decade bin of ≥ 10 flows)",
                 y_desc: "p99 slowdown (log)",
                 x_log: true,
                 y_log: true,
