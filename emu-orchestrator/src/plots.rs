@@ -259,7 +259,7 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
         panel(
             &l,
             Axes {
-                title: &t1,
+                title: t1,
                 x_desc: "flow size (bytes, log; median of each half-decade bin of ≥ 10 flows)",
                 y_desc: "average slowdown (log)",
                 x_log: true,
@@ -272,7 +272,7 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
         panel(
             &r,
             Axes {
-                title: &t2,
+                title: t2,
                 x_desc: "flow size (bytes, log; median of each half-decade bin of ≥ 10 flows)",
                 y_desc: "p99 slowdown (log)",
                 x_log: true,
