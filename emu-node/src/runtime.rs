@@ -536,6 +536,11 @@ impl ProcessRuntime {
             inbound: self.metrics_inbound.clone(),
             fabric: Arc::new(self.plan.fabric.clone()),
             process: self.plan.process,
+            taps: self
+                .taps
+                .iter()
+                .map(|t| (self.plan.fabric.nodes.get(t.node.index()).map_or_else(String::new, |n| n.name.clone()), t.counters.clone()))
+                .collect(),
         }
     }
 

@@ -296,6 +296,21 @@ fn ping_rtt_matches_configured_delay_and_serialization() {
     // the ToR does proxy ARP and routes.
     let local = ping_rtts(&f, "h0", "10.0.0.3", 10);
     assert!(local[0] >= 4.0 * per_hop_ms, "same-leaf RTT {} ms", local[0]);
+    // The emu-node holding h0 counts its frames in /metrics.
+    let st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.dir.join("fabric.json")).unwrap_or_default()).expect("state file");
+    let tap_frames: f64 = st["metrics"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(|u| u.as_str())
+        .filter_map(|u| ureq::get(u).call().ok().and_then(|mut r| r.body_mut().read_to_string().ok()))
+        .flat_map(|text| {
+            text.lines().filter(|l| l.starts_with("weft_tap_rx_frames_total{host=\"h0\"}")).map(String::from).collect::<Vec<_>>()
+        })
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    assert!(tap_frames >= 50.0, "weft_tap_rx_frames_total of h0: {tap_frames} after 50 pings");
     // +2 ms on one link of the path: the same bounds around a path 4 ms longer.
     f.ok(&["link", "h8-leaf1", "delay", "2010us"]);
     let slow = ping_rtts(&f, "h0", "10.0.1.2", 40);

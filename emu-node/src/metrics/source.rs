@@ -25,6 +25,8 @@ pub struct MetricsSource {
     pub fabric: Arc<FabricSpec>,
     /// Process index.
     pub process: u32,
+    /// Real hosts behind TAP devices: (host name, counters).
+    pub taps: Vec<(String, Arc<crate::tap::TapCounters>)>,
 }
 
 impl MetricsSource {
@@ -54,6 +56,12 @@ impl MetricsSource {
             set.counter("weft_link_transport_reordered_total", &lab, t.seq.reordered);
             set.counter("weft_link_pacing_late_total", &lab, t.late);
             set.counter_f64("weft_link_pacing_lag_seconds_total", &lab, t.late_ns as f64 * 1e-9);
+        }
+        for (host, c) in &self.taps {
+            let l = [("host", host.as_str())];
+            set.counter("weft_tap_rx_frames_total", &l, c.rx_frames.load(Ordering::Relaxed));
+            set.counter("weft_tap_queue_drops_total", &l, c.queue_drops.load(Ordering::Relaxed));
+            set.counter("weft_tap_link_down_drops_total", &l, c.link_down_drops.load(Ordering::Relaxed));
         }
         let p = self.process.to_string();
         let pl = [("process", p.as_str())];
