@@ -244,6 +244,14 @@ pub fn status(json: bool) -> Result<()> {
         }
     }
     println!("links: {}", r.links.join(" "));
+    if let Some(st) = &st {
+        for (p, url) in &st.metrics {
+            println!("metrics: {url} (emu-node {p})");
+        }
+        if let Some((pid, url)) = &st.prometheus {
+            println!("prometheus: {url} (pid {pid})");
+        }
+    }
     for e in &r.events {
         println!("event: {e}");
     }
