@@ -34,15 +34,25 @@ impl MetricsSource {
     pub async fn gather(&self) -> FamilySet {
         let started = std::time::Instant::now();
         let mut set = FamilySet::new();
+        // Every actor folds its node at once (each answers after the frames
+        // already in its mailbox); merged in node order.
+        let mut calls = tokio::task::JoinSet::new();
         for (index, actor) in &self.actors {
-            let fabric = self.fabric.clone();
-            let index = *index;
-            let r = actor.call(|reply| NodeMsg::Metrics { fabric, index, reply }, Some(Duration::from_secs(2))).await;
-            if let Ok(r) = r {
-                if let Ok(s) = r.success_or(()) {
-                    set.extend(s);
-                }
+            let (fabric, index, actor) = (self.fabric.clone(), *index, actor.clone());
+            calls.spawn(async move {
+                let r = actor.call(|reply| NodeMsg::Metrics { fabric, index, reply }, Some(Duration::from_secs(2))).await;
+                (index, r.ok().and_then(|r| r.success_or(()).ok()))
+            });
+        }
+        let mut parts: Vec<(usize, FamilySet)> = Vec::new();
+        while let Some(done) = calls.join_next().await {
+            if let Ok((index, Some(s))) = done {
+                parts.push((index, s));
             }
+        }
+        parts.sort_by_key(|(i, _)| *i);
+        for (_, s) in parts {
+            set.extend(s);
         }
         let inbound = self.inbound.read().map(|g| g.clone()).unwrap_or_else(|e| e.into_inner().clone());
         for t in inbound.report() {
