@@ -475,6 +475,14 @@ fn run(a: RunArgs) -> Result<()> {
                     Some((link.to_string(), PathBuf::from(file), 1000))
                 }
             };
+            if let Some(m) = a.metrics {
+                eprintln!(
+                    "metrics: /metrics on {m}{} while the run lasts; file-SD {} and {} list the endpoints once they are bound",
+                    if a.nodes > 0 { " (emu-node p on the port + p)" } else { "" },
+                    a.out.join("prometheus/targets.json").display(),
+                    a.out.join("prometheus/prometheus.yml").display()
+                );
+            }
             let rt =
                 experiment::RealTimeOptions { spin_us: a.spin_us, capture, nodes: a.nodes, metrics: a.metrics.map(|m| (m, a.out.clone())) };
             experiment::run_real(&topo, &opts, &rt, &mut |now, frames| {
