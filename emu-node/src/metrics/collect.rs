@@ -89,24 +89,24 @@ impl NodeMetrics {
         match node {
             Node::Switch(s) => self.collect_switch(fabric, s, now, out),
             Node::RoceHost(h) => {
-                let payload = h.config().payload;
-                let flows: Vec<SendView> = h
-                    .send_qps()
-                    .iter()
-                    .map(|q| SendView {
-                        dst: q.flow.dst.0,
-                        size: q.flow.size,
-                        first_sent: q.first_sent,
-                        done_at: q.acked_at.filter(|_| q.snd_una >= q.packets),
-                    })
-                    .collect();
-                self.fold_flows(fabric, index, &flows, |size, path| fct::base_fct(fct::roce_frames(size, payload), path));
-                let name = h.name();
-                let l = [("host", name)];
-                let c = h.counters();
-                host_nic(out, &l, c.tx_frames, c.tx_bytes, c.rx_frames, c.rx_malformed, c.pfc_received);
+                let (qps, payload) = (h.send_qps(), h.config().payload);
+                self.fold_flows(
+                    fabric,
+                    index,
+                    qps.len(),
+                    |i| SendView {
+                        dst: qps[i].flow.dst.0,
+                        size: qps[i].flow.size,
+                        first_sent: qps[i].first_sent,
+                        done_at: qps[i].acked_at.filter(|_| qps[i].snd_una >= qps[i].packets),
+                    },
+                    |size, path| fct::base_fct(fct::roce_frames(size, payload), path),
+                );
+                let l = [("host", h.name())];
+                let started = qps.iter().filter(|q| q.first_sent.is_some()).count() as u64;
+                self.host_common(out, &l, h.counters(), started);
                 let (mut retx, mut naks_rx, mut cnps) = (0, 0, 0);
-                for q in h.send_qps() {
+                for q in qps {
                     retx += q.retransmits;
                     naks_rx += q.naks;
                     cnps += q.cnps;
@@ -117,8 +117,6 @@ impl NodeMetrics {
                     naks_tx += r.naks;
                     ecn += r.ecn_marks;
                 }
-                let started = flows.iter().filter(|f| f.first_sent.is_some()).count() as u64;
-                self.host_flows(out, &l, started);
                 out.counter("weft_host_retransmits_total", &l, retx);
                 out.counter("weft_host_naks_received_total", &l, naks_rx);
                 out.counter("weft_host_naks_sent_total", &l, naks_tx);
@@ -127,43 +125,45 @@ impl NodeMetrics {
                 out.counter("weft_host_ecn_marked_total", &l, ecn);
             }
             Node::TcpHost(h) => {
-                let mss = h.config().mss;
-                let flows: Vec<SendView> = h
-                    .senders()
-                    .iter()
-                    .map(|s| SendView {
-                        dst: s.flow.dst.0,
-                        size: s.flow.size,
-                        first_sent: s.first_sent,
-                        done_at: s.acked_at.filter(|_| s.snd_una >= s.flow.size),
-                    })
-                    .collect();
-                self.fold_flows(fabric, index, &flows, |size, path| fct::base_fct(fct::tcp_frames(size, mss), path));
-                let name = h.name();
-                let l = [("host", name)];
-                let c = h.counters();
-                host_nic(out, &l, c.tx_frames, c.tx_bytes, c.rx_frames, c.rx_malformed, c.pfc_received);
-                let started = flows.iter().filter(|f| f.first_sent.is_some()).count() as u64;
-                self.host_flows(out, &l, started);
-                out.counter("weft_host_retransmits_total", &l, h.senders().iter().map(|s| s.retransmits).sum());
-                out.counter("weft_host_timeouts_total", &l, h.senders().iter().map(|s| s.timeouts).sum());
+                let (senders, mss) = (h.senders(), h.config().mss);
+                self.fold_flows(
+                    fabric,
+                    index,
+                    senders.len(),
+                    |i| SendView {
+                        dst: senders[i].flow.dst.0,
+                        size: senders[i].flow.size,
+                        first_sent: senders[i].first_sent,
+                        done_at: senders[i].acked_at.filter(|_| senders[i].snd_una >= senders[i].flow.size),
+                    },
+                    |size, path| fct::base_fct(fct::tcp_frames(size, mss), path),
+                );
+                let l = [("host", h.name())];
+                let started = senders.iter().filter(|s| s.first_sent.is_some()).count() as u64;
+                self.host_common(out, &l, h.counters(), started);
+                out.counter("weft_host_retransmits_total", &l, senders.iter().map(|s| s.retransmits).sum());
+                out.counter("weft_host_timeouts_total", &l, senders.iter().map(|s| s.timeouts).sum());
                 out.counter("weft_host_out_of_order_total", &l, h.receivers().values().map(|r| r.out_of_order).sum());
                 out.counter("weft_host_ecn_marked_total", &l, h.receivers().values().map(|r| r.ecn_marks).sum());
             }
             Node::UdpHost(h) => {
-                let name = h.name();
-                let l = [("host", name)];
-                let c = h.counters();
-                host_nic(out, &l, c.tx_frames, c.tx_bytes, c.rx_frames, c.rx_malformed, c.pfc_received);
+                let l = [("host", h.name())];
                 let started = h.tx_flows().iter().filter(|f| f.first_sent.is_some()).count() as u64;
-                self.host_flows(out, &l, started);
+                self.host_common(out, &l, h.counters(), started);
                 out.counter("weft_host_out_of_order_total", &l, h.rx_flows().values().map(|r| r.out_of_order).sum());
                 out.counter("weft_host_ecn_marked_total", &l, h.rx_flows().values().map(|r| r.ecn_marks).sum());
             }
         }
     }
 
-    fn host_flows(&self, out: &mut FamilySet, l: &[(&str, &str)], started: u64) {
+    /// What every kind of host exports: NIC counters, flows, FCT and
+    /// slowdown histograms.
+    fn host_common(&self, out: &mut FamilySet, l: &[(&str, &str)], c: &crate::host::HostCounters, started: u64) {
+        out.counter("weft_host_tx_frames_total", l, c.tx_frames);
+        out.counter("weft_host_tx_bytes_total", l, c.tx_bytes);
+        out.counter("weft_host_rx_frames_total", l, c.rx_frames);
+        out.counter("weft_host_rx_malformed_total", l, c.rx_malformed);
+        out.counter("weft_host_pfc_received_total", l, c.pfc_received);
         out.counter("weft_host_flows_started_total", l, started);
         out.counter("weft_host_flows_completed_total", l, self.completed);
         out.histogram("weft_host_fct_seconds", l, self.fct.bounds, &self.fct.counts, self.fct.sum);
@@ -171,14 +171,22 @@ impl NodeMetrics {
     }
 
     /// Observes flows that completed since the last collection.
-    fn fold_flows(&mut self, fabric: &FabricSpec, index: usize, flows: &[SendView], base_of: impl Fn(u64, &[fct::PathLink]) -> Nanos) {
-        if self.counted.len() < flows.len() {
-            self.counted.resize(flows.len(), false);
+    fn fold_flows(
+        &mut self,
+        fabric: &FabricSpec,
+        index: usize,
+        n: usize,
+        flow: impl Fn(usize) -> SendView,
+        base_of: impl Fn(u64, &[fct::PathLink]) -> Nanos,
+    ) {
+        if self.counted.len() < n {
+            self.counted.resize(n, false);
         }
-        for (i, f) in flows.iter().enumerate().skip(self.done_prefix) {
+        for i in self.done_prefix..n {
             if self.counted[i] {
                 continue;
             }
+            let f = flow(i);
             let (Some(first), Some(done)) = (f.first_sent, f.done_at) else { continue };
             self.counted[i] = true;
             self.completed += 1;
@@ -307,14 +315,6 @@ impl NodeMetrics {
             out.histogram(&format!("weft_scheme_{n}"), &l, bounds, &h.counts, h.sum);
         }
     }
-}
-
-fn host_nic(out: &mut FamilySet, l: &[(&str, &str)], tx_frames: u64, tx_bytes: u64, rx_frames: u64, malformed: u64, pfc: u64) {
-    out.counter("weft_host_tx_frames_total", l, tx_frames);
-    out.counter("weft_host_tx_bytes_total", l, tx_bytes);
-    out.counter("weft_host_rx_frames_total", l, rx_frames);
-    out.counter("weft_host_rx_malformed_total", l, malformed);
-    out.counter("weft_host_pfc_received_total", l, pfc);
 }
 
 /// Adds an actor's deadline-lag histogram.

@@ -55,11 +55,7 @@ impl FamilySet {
 
     /// Adds a counter sample.
     pub fn counter(&mut self, name: &str, labels: Labels, value: u64) {
-        let mut c = proto::Counter::default();
-        c.set_value(value as f64);
-        let mut m = proto::Metric::from_label(label_pairs(labels));
-        m.set_counter(c);
-        self.family(name, Kind::Counter).mut_metric().push(m);
+        self.counter_f64(name, labels, value as f64);
     }
 
     /// Adds a counter sample with a fractional value (e.g. seconds).

@@ -89,10 +89,7 @@ impl OpenMetricsRecorder {
             });
             for m in f.get_metric() {
                 let labels = series_labels(m, &self.constant);
-                let sp = match fam.series.get_mut(&labels) {
-                    Some(sp) => sp,
-                    None => fam.series.entry(labels).or_default(),
-                };
+                let sp = fam.series.entry(labels).or_default();
                 sp.at.push(k);
                 match fam.kind {
                     MetricType::COUNTER => sp.values.push(m.get_counter().get_value()),
