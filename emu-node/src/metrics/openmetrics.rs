@@ -67,15 +67,19 @@ impl OpenMetricsRecorder {
     }
 
     /// Records the families gathered at fabric time `now`. A sample whose
-    /// timestamp (ms) equals the previous one is skipped (the period is
-    /// too short for the time scale).
+    /// timestamp (ms) equals the previous one replaces it (the later state
+    /// wins, e.g. the final sample of a run that ends just after a periodic
+    /// one); an earlier one is ignored.
     pub fn record(&mut self, now: Nanos, set: &FamilySet) {
         let ts_ms = self.timestamp_ms(now);
-        if self.stamps.last().is_some_and(|l| ts_ms <= *l) {
-            return;
-        }
-        let k = self.stamps.len() as u32;
-        self.stamps.push(ts_ms);
+        let k = match self.stamps.last() {
+            Some(l) if ts_ms < *l => return,
+            Some(l) if ts_ms == *l => (self.stamps.len() - 1) as u32,
+            _ => {
+                self.stamps.push(ts_ms);
+                (self.stamps.len() - 1) as u32
+            }
+        };
         for f in set.families() {
             let fam = self.families.entry(f.name().to_string()).or_insert_with(|| FamilyPoints {
                 header: openmetrics_header(f),
@@ -87,9 +91,15 @@ impl OpenMetricsRecorder {
                     .unwrap_or_default(),
                 series: BTreeMap::new(),
             });
+            let stride = if fam.kind == MetricType::HISTOGRAM { fam.bounds.len() + 2 } else { 1 };
             for m in f.get_metric() {
                 let labels = series_labels(m, &self.constant);
                 let sp = fam.series.entry(labels).or_default();
+                if sp.at.last() == Some(&k) {
+                    // Replacing this sample: drop the older values.
+                    sp.at.pop();
+                    sp.values.truncate(sp.values.len() - stride);
+                }
                 sp.at.push(k);
                 match fam.kind {
                     MetricType::COUNTER => sp.values.push(m.get_counter().get_value()),
@@ -212,6 +222,24 @@ mod tests {
             ]
         );
         assert!(text.ends_with("# EOF\n"));
+        assert_eq!(r.samples(), 2);
+        // A later state in the same millisecond replaces the last point.
+        let mut s = FamilySet::new();
+        s.counter("weft_port_tx_bytes_total", &[("switch", "a")], 6);
+        s.histogram("weft_host_fct_seconds", &[("host", "h")], &[1.0], &[1, 1], 3.0);
+        r.record(100_500, &s);
+        let mut s = FamilySet::new();
+        s.counter("weft_port_tx_bytes_total", &[("switch", "a")], 7);
+        s.histogram("weft_host_fct_seconds", &[("host", "h")], &[1.0], &[2, 1], 4.0);
+        r.record(100_900, &s);
+        r.record(50_000, &s);
+        let mut out = Vec::new();
+        r.write(&mut out).unwrap_or_default();
+        let text = String::from_utf8(out).unwrap_or_default();
+        assert!(text.contains("weft_port_tx_bytes_total{switch=\"a\"} 7 1000.100\n"), "{text}");
+        assert!(!text.contains("} 6 1000.100"), "{text}");
+        assert_eq!(text.matches("weft_host_fct_seconds_count{host=\"h\"}").count(), 1, "{text}");
+        assert!(text.contains("weft_host_fct_seconds_count{host=\"h\"} 3 1000.100"), "{text}");
         assert_eq!(r.samples(), 2);
     }
 }
