@@ -206,9 +206,10 @@ pub struct ProcessRuntime {
     incoming: Option<tokio::sync::oneshot::Receiver<Vec<quinn::Connection>>>,
     tap_writer: crate::tap::TapWriter,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The `/metrics` socket, bound in [`ProcessRuntime::bind`] (so that a
+    /// taken address fails early), served once the links are connected.
+    metrics_listener: Option<tokio::net::TcpListener>,
     metrics_server: Option<crate::metrics::server::MetricsServer>,
-    /// The inbound table as the metrics endpoint sees it.
-    metrics_inbound: Arc<std::sync::RwLock<Arc<InboundTable>>>,
 }
 
 impl ProcessRuntime {
@@ -293,22 +294,23 @@ impl ProcessRuntime {
             taps,
             udp,
             quic,
-            inbound: inbound.clone(),
+            inbound,
             incoming: None,
             tap_writer,
             tasks: Vec::new(),
+            metrics_listener,
             metrics_server: None,
-            metrics_inbound: Arc::new(std::sync::RwLock::new(inbound.clone())),
         };
         if let Some(e) = rt_err {
             rt.shutdown().await;
             return Err(e);
         }
-        if let Some(l) = metrics_listener {
-            rt.metrics_server = Some(crate::metrics::server::serve(l, rt.metrics_source())?);
-        }
+        let metrics = match &rt.metrics_listener {
+            Some(l) => Some(l.local_addr().map_err(io("metrics socket"))?),
+            None => None,
+        };
         let addrs = LinkAddrs {
-            metrics: rt.metrics_server.as_ref().map(|m| m.addr),
+            metrics,
             process: rt.plan.process,
             udp: rt.udp.local_addr().map_err(io("UDP link socket"))?,
             quic: rt.quic.local_addr().map_err(io("QUIC link socket"))?,
@@ -398,8 +400,8 @@ impl ProcessRuntime {
             let _ = actor.actor.cast(NodeMsg::Bind(ports));
         }
         self.inbound = Arc::new(table);
-        if let Ok(mut g) = self.metrics_inbound.write() {
-            *g = self.inbound.clone();
+        if let Some(l) = self.metrics_listener.take() {
+            self.metrics_server = Some(crate::metrics::server::serve(l, self.metrics_source())?);
         }
         // Receivers.
         self.tasks.push(tokio::spawn(run_udp_receiver(self.udp.clone(), self.inbound.clone(), self.sched.clone())));
@@ -533,7 +535,7 @@ impl ProcessRuntime {
     pub fn metrics_source(&self) -> crate::metrics::source::MetricsSource {
         crate::metrics::source::MetricsSource {
             actors: self.actors.iter().map(|(id, h)| (id.index(), h.actor.clone())).collect(),
-            inbound: self.metrics_inbound.clone(),
+            inbound: self.inbound.clone(),
             fabric: Arc::new(self.plan.fabric.clone()),
             process: self.plan.process,
             taps: self
@@ -548,6 +550,7 @@ impl ProcessRuntime {
     /// closes the transports and deletes the namespaces created here.
     pub async fn shutdown(&mut self) -> Vec<(NodeId, Node)> {
         self.metrics_server = None;
+        self.metrics_listener = None;
         let mut nodes = Vec::new();
         for (&id, a) in &self.actors {
             if let Ok(r) = a.actor.call(NodeMsg::Finish, Some(Duration::from_secs(2))).await {

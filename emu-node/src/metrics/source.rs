@@ -19,8 +19,8 @@ use std::time::Duration;
 pub struct MetricsSource {
     /// (node index, actor).
     pub actors: Vec<(usize, ActorRef<NodeMsg>)>,
-    /// Incoming link directions (replaced once the links connect).
-    pub inbound: Arc<std::sync::RwLock<Arc<InboundTable>>>,
+    /// Incoming link directions.
+    pub inbound: Arc<InboundTable>,
     /// The fabric.
     pub fabric: Arc<FabricSpec>,
     /// Process index.
@@ -54,8 +54,7 @@ impl MetricsSource {
         for (_, s) in parts {
             set.extend(s);
         }
-        let inbound = self.inbound.read().map(|g| g.clone()).unwrap_or_else(|e| e.into_inner().clone());
-        for t in inbound.report() {
+        for t in self.inbound.report() {
             let Some(l) = self.fabric.links.get(t.link as usize) else { continue };
             let name_of = |n: crate::ids::NodeId| self.fabric.nodes.get(n.index()).map_or("?", |x| x.name.as_str());
             let (from, to) = if t.dir == 0 { (name_of(l.a.0), name_of(l.b.0)) } else { (name_of(l.b.0), name_of(l.a.0)) };
@@ -75,7 +74,7 @@ impl MetricsSource {
         }
         let p = self.process.to_string();
         let pl = [("process", p.as_str())];
-        let inb = &inbound;
+        let inb = &self.inbound;
         let rejected =
             inb.malformed.load(Ordering::Relaxed) + inb.foreign.load(Ordering::Relaxed) + inb.unknown_link.load(Ordering::Relaxed);
         set.counter("weft_process_transport_rejected_total", &pl, rejected);
