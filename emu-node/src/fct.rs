@@ -17,6 +17,20 @@
 //! hop, with header overheads included because frame sizes are wire sizes.
 //! Serialization uses the same [`Serializer`] as the ports, so a flow alone
 //! in the engine finishes exactly at its base FCT.
+//!
+//! Two slowdown definitions ([`SlowdownDefinition`]):
+//! - `weft`: FCT from the first packet sent to the last byte received (one
+//!   way), over [`base_fct`];
+//! - `ns3`: the ConWeave authors' (their ns-3 `scratch/network-load-balance.cc`,
+//!   `qp_finish`, `CalculateRoute` and the pairRtt loop in `main`; the
+//!   clamp at 1 is their `fctAnalysis.py`): FCT at the sender, from the
+//!   flow's start to the last acknowledgment, over [`ns3_ideal_fct`] =
+//!   base RTT + wire bytes × 8 / bottleneck rate, where base RTT = 2 × the
+//!   path's link delays + the transmission time of one 1000 B payload on
+//!   each link of the path; the slowdown is at least 1. weft counts its own
+//!   wire bytes (58 B of headers per RoCE packet, 16 more on the first),
+//!   the authors count 48 B per packet (their simulated headers). UDP flows
+//!   have no acknowledgments: their `ns3` FCT ends at the last byte received.
 
 use crate::fabric::FabricSpec;
 use crate::ids::NodeId;
@@ -49,6 +63,63 @@ pub fn base_fct(frames: impl IntoIterator<Item = usize>, path: &[PathLink]) -> N
         last_arrival = at;
     }
     last_arrival
+}
+
+/// Which FCT slowdown `summary.json`, the tables and the plots report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlowdownDefinition {
+    /// Receiver-side FCT over the one-way store-and-forward base ([`base_fct`]).
+    Weft,
+    /// The ConWeave authors' simulator: sender-side FCT over [`ns3_ideal_fct`],
+    /// at least 1. The default: it is what the ConWeave paper's figures use.
+    #[default]
+    Ns3,
+}
+
+impl SlowdownDefinition {
+    /// The name used on the command line and in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            SlowdownDefinition::Weft => "weft",
+            SlowdownDefinition::Ns3 => "ns3",
+        }
+    }
+    /// What the slowdown divides, in a few words (table headers).
+    pub fn describe(self) -> &'static str {
+        match self {
+            SlowdownDefinition::Weft => "weft: receiver FCT / one-way idle-path FCT",
+            SlowdownDefinition::Ns3 => "ns3: sender FCT / (base RTT + wire bytes / bottleneck), as the ConWeave authors' simulator",
+        }
+    }
+}
+
+impl std::str::FromStr for SlowdownDefinition {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "weft" => Ok(SlowdownDefinition::Weft),
+            "ns3" => Ok(SlowdownDefinition::Ns3),
+            other => Err(format!("unknown slowdown definition `{other}` (weft, ns3)")),
+        }
+    }
+}
+
+/// Payload whose per-link transmission time the authors' base RTT adds
+/// (their `packet_payload_size`).
+pub const NS3_RTT_PAYLOAD: u64 = 1000;
+
+/// The ConWeave authors' ideal FCT of a flow of `frames` (wire sizes) on
+/// `path`: `2 × Σ delay + Σ 1000 B × 8 / rate + Σ wire bytes × 8 /
+/// min rate`, each term rounded down to the ns as their integer arithmetic
+/// does (`CalculateRoute`: `packet_payload_size * 1e9 * 8 / bw` per link;
+/// `qp_finish`: `total_bytes * 8e9 / b`).
+pub fn ns3_ideal_fct(frames: impl IntoIterator<Item = usize>, path: &[PathLink]) -> Nanos {
+    let delay: Nanos = path.iter().map(|l| l.delay).sum();
+    let tx: Nanos = path.iter().map(|l| NS3_RTT_PAYLOAD * 8_000_000_000 / l.rate.bps().max(1)).sum();
+    let bottleneck = path.iter().map(|l| l.rate.bps()).min().unwrap_or(1).max(1);
+    let bytes: u64 = frames.into_iter().map(|f| f as u64).sum();
+    2 * delay + tx + (bytes as u128 * 8_000_000_000 / bottleneck as u128) as Nanos
 }
 
 /// Wire sizes of a UDP flow of `size` payload bytes in packets of at most
@@ -154,6 +225,16 @@ mod tests {
         // 100 frames of 1000 B: the 25G link needs 320 ns each.
         let fct = base_fct(std::iter::repeat_n(1000, 100), &p);
         assert_eq!(fct, 80 + 100 * 320 + 80 + 3000);
+    }
+
+    #[test]
+    fn ns3_ideal_fct_is_base_rtt_plus_wire_bytes_at_the_bottleneck() {
+        // 4 links of 100G, 1 us: base RTT 8 us + 4 x 80 ns = 8320 ns (the
+        // authors' maxRtt on leaf-spine-8x8).
+        let p = [PathLink { rate: BitRate::gbps(100), delay: 1000 }; 4];
+        assert_eq!(ns3_ideal_fct([], &p), 8320);
+        // 1000 B of payload in one RoCE packet: 1074 wire bytes = 85.92 ns.
+        assert_eq!(ns3_ideal_fct(roce_frames(1000, 1000), &p), 8320 + 85);
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! schema            "weft.summary/1"
 //! topology, scheme, traffic, seed
 //! simulated_ns      simulated time at the end of the run
+//! time_origin_ns    trace time of simulated 0 (a replayed flow list that
+//!                   starts at 2 s runs shifted by 2 s; flow times are
+//!                   simulated times)
 //! totals            events, packet_hops, host_deliveries, link_down_drops
 //! flows[]           id, src, dst, bytes_sent, bytes_delivered, packets_sent,
 //!                   packets_delivered, drops (= sent - delivered packets),
@@ -15,6 +18,10 @@
 //!                   size (fixed-size flows), start, first_sent, fct (first
 //!                   packet sent to last byte received, complete flows),
 //!                   base_fct (alone on its path, see `fct`), slowdown
+//!                   (fct / base_fct), sender_fct (start to the last
+//!                   acknowledgment at the sender), ideal_fct (the ConWeave
+//!                   authors' ideal FCT), slowdown_ns3 (sender_fct /
+//!                   ideal_fct, at least 1)
 //! switches[]        name, scheme, counters{...}, scheme_counters{...},
 //!                   scheme_distributions{name: {value: samples}},
 //!                   max_buffer_bytes, ports[]: port, peer, counters{tx/rx,
@@ -31,7 +38,8 @@
 //! uplink_imbalance  interval_ns, samples, avg, p50, p90, p99, cdf[] of
 //!                   (max - min) / mean of each leaf's uplink bytes per
 //!                   interval (ConWeave Fig. 14), or null
-//! slowdown          bdp_bytes, warmup_ns, incomplete (counted flows that
+//! slowdown          definition ("ns3" or "weft", see `fct`), bdp_bytes,
+//!                   warmup_ns, incomplete (counted flows that
 //!                   did not finish), overall / below_bdp / above_bdp / by_size[]
 //!                   (<=10KB, 10KB-100KB, 100KB-1MB, >1MB): flows, avg,
 //!                   p50, p95, p99, p999 of the complete flows' slowdowns
@@ -92,6 +100,13 @@ pub struct FlowResult {
     pub base_fct: Option<Nanos>,
     /// `fct / base_fct`.
     pub slowdown: Option<f64>,
+    /// Completion at the sender: from the scheduled start to the last
+    /// acknowledgment (RoCE, TCP) or to the last byte received (UDP).
+    pub sender_fct: Option<Nanos>,
+    /// The ConWeave authors' ideal FCT ([`fct::ns3_ideal_fct`]).
+    pub ideal_fct: Option<Nanos>,
+    /// `max(1, sender_fct / ideal_fct)` (the authors' definition).
+    pub slowdown_ns3: Option<f64>,
     /// Packets sent again (RoCE).
     pub retransmits: u64,
     /// NAKs the receiver sent (RoCE).
@@ -100,6 +115,24 @@ pub struct FlowResult {
     pub cnps: u64,
     /// Largest number of bytes in flight at the sender (RoCE).
     pub max_in_flight: u64,
+}
+
+impl FlowResult {
+    /// The slowdown under `definition`.
+    pub fn slowdown_by(&self, definition: fct::SlowdownDefinition) -> Option<f64> {
+        match definition {
+            fct::SlowdownDefinition::Weft => self.slowdown,
+            fct::SlowdownDefinition::Ns3 => self.slowdown_ns3,
+        }
+    }
+
+    /// Sets `sender_fct`, `ideal_fct` and `slowdown_ns3`.
+    fn with_ns3(mut self, sender_fct: Option<Nanos>, ideal_fct: Option<Nanos>) -> Self {
+        self.sender_fct = sender_fct;
+        self.ideal_fct = ideal_fct;
+        self.slowdown_ns3 = sender_fct.zip(ideal_fct).filter(|(_, i)| *i > 0).map(|(f, i)| (f as f64 / i as f64).max(1.0));
+        self
+    }
 }
 
 /// A queue's results.
@@ -214,6 +247,8 @@ pub struct Summary {
     pub seed: u64,
     /// Simulated time.
     pub simulated_ns: Nanos,
+    /// Trace time of simulated time 0 (see the module doc).
+    pub time_origin_ns: Nanos,
     /// Engine counters.
     pub totals: EngineTotals,
     /// Flows.
@@ -552,6 +587,8 @@ pub const SIZE_BUCKETS: [(&str, u64, u64); 4] =
 /// Slowdown statistics overall and per flow-size bucket.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct SlowdownReport {
+    /// Which slowdown the statistics are of.
+    pub definition: fct::SlowdownDefinition,
     /// The fabric's BDP in bytes (see [`crate::fct::bdp_bytes`]).
     pub bdp_bytes: u64,
     /// Flows that started before this time are not counted (warm-up).
@@ -569,15 +606,18 @@ pub struct SlowdownReport {
 }
 
 impl SlowdownReport {
-    /// The report for `flows` on a fabric with `bdp_bytes`, counting the
-    /// complete fixed-size flows that started at or after `warmup_ns`.
-    pub fn of(flows: &[FlowResult], bdp_bytes: u64, warmup_ns: Nanos) -> SlowdownReport {
+    /// The report of the `definition` slowdowns of `flows` on a fabric with
+    /// `bdp_bytes`, counting the complete fixed-size flows that started at
+    /// or after `warmup_ns`.
+    pub fn of(flows: &[FlowResult], bdp_bytes: u64, warmup_ns: Nanos, definition: fct::SlowdownDefinition) -> SlowdownReport {
         let counted = || flows.iter().filter(|x| x.start >= warmup_ns);
         let pick = |f: &dyn Fn(u64) -> bool| -> SlowdownStats {
-            let mut v: Vec<f64> = counted().filter_map(|x| x.slowdown.zip(x.size)).filter(|(_, s)| f(*s)).map(|(d, _)| d).collect();
+            let mut v: Vec<f64> =
+                counted().filter_map(|x| x.slowdown_by(definition).zip(x.size)).filter(|(_, s)| f(*s)).map(|(d, _)| d).collect();
             SlowdownStats::of(&mut v)
         };
         SlowdownReport {
+            definition,
             bdp_bytes,
             warmup_ns,
             incomplete: counted().filter(|x| x.size.is_some() && x.fct.is_none()).count(),
@@ -589,18 +629,21 @@ impl SlowdownReport {
     }
 }
 
-/// The name of the host with address `dst` and the base FCT of `frames`
-/// sent from host node `src` to it (see [`crate::fct`]).
-pub(crate) fn dst_and_base(
+/// The name of the host with address `dst`, and the base FCT
+/// ([`fct::base_fct`]) and the authors' ideal FCT ([`fct::ns3_ideal_fct`])
+/// of the frames `frames()` yields, sent from host node `src` to it.
+pub(crate) fn dst_and_ideals<I: Iterator<Item = usize>>(
     fabric: &FabricSpec,
     src: usize,
     dst: crate::wire::Ipv4Address,
-    frames: Option<impl Iterator<Item = usize>>,
-) -> (String, Option<Nanos>) {
-    let Some(d) = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == dst)) else { return (dst.to_string(), None) };
-    let base =
-        frames.and_then(|f| Some(fct::base_fct(f, &fct::path(fabric, crate::ids::NodeId(src as u32), crate::ids::NodeId(d as u32))?)));
-    (fabric.nodes[d].name.clone(), base)
+    frames: Option<impl Fn() -> I>,
+) -> (String, Option<Nanos>, Option<Nanos>) {
+    let Some(d) = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == dst)) else {
+        return (dst.to_string(), None, None);
+    };
+    let path = frames.and_then(|f| Some((f, fct::path(fabric, crate::ids::NodeId(src as u32), crate::ids::NodeId(d as u32))?)));
+    let (base, ideal) = path.map_or((None, None), |(f, p)| (Some(fct::base_fct(f(), &p)), Some(fct::ns3_ideal_fct(f(), &p))));
+    (fabric.nodes[d].name.clone(), base, ideal)
 }
 
 /// `fct / base`, when both are known.
@@ -609,14 +652,23 @@ fn slowdown(fct: Option<Nanos>, base: Option<Nanos>) -> Option<f64> {
 }
 
 impl Summary {
-    /// Collects the results of `engine` running `fabric`.
+    /// Collects the results of `engine` running `fabric` (slowdowns of the
+    /// default definition, every flow counted).
     pub fn collect(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64) -> Summary {
-        Self::collect_after(fabric, engine, scheme, traffic, seed, 0)
+        Self::collect_after(fabric, engine, scheme, traffic, seed, 0, fct::SlowdownDefinition::default())
     }
 
-    /// As [`Summary::collect`], counting slowdowns only of flows that
-    /// started at or after `warmup_ns`.
-    pub fn collect_after(fabric: &FabricSpec, engine: &Engine, scheme: &str, traffic: &str, seed: u64, warmup_ns: Nanos) -> Summary {
+    /// As [`Summary::collect`], counting slowdowns of `definition` only of
+    /// flows that started at or after `warmup_ns`.
+    pub fn collect_after(
+        fabric: &FabricSpec,
+        engine: &Engine,
+        scheme: &str,
+        traffic: &str,
+        seed: u64,
+        warmup_ns: Nanos,
+        definition: fct::SlowdownDefinition,
+    ) -> Summary {
         let mut rx = BTreeMap::new();
         let mut roce_rx = BTreeMap::new();
         let mut tcp_rx = BTreeMap::new();
@@ -653,34 +705,41 @@ impl Summary {
                             UdpMode::Bytes(b) => Some(b),
                             UdpMode::Rate { .. } => None,
                         };
-                        let (dst, base) =
-                            dst_and_base(fabric, i, tx.flow.dst, size.map(|b| fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
+                        let (dst, base, ideal) = dst_and_ideals(
+                            fabric,
+                            i,
+                            tx.flow.dst,
+                            size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)),
+                        );
                         let done = size.is_some_and(|b| r.bytes >= b);
                         let fct_ns = match (done, tx.first_sent, r.last_arrival) {
                             (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
                             _ => None,
                         };
-                        flows.push(FlowResult {
-                            id: tx.flow.id.0,
-                            src: h.name().to_string(),
-                            dst,
-                            bytes_sent: tx.bytes_sent,
-                            bytes_delivered: r.bytes,
-                            packets_sent: tx.packets_sent,
-                            packets_delivered: r.packets,
-                            drops: tx.packets_sent.saturating_sub(r.packets),
-                            ecn_marks: r.ecn_marks,
-                            out_of_order: r.out_of_order,
-                            first_arrival: r.first_arrival,
-                            last_arrival: r.last_arrival,
-                            size,
-                            start: tx.flow.start,
-                            first_sent: tx.first_sent,
-                            fct: fct_ns,
-                            base_fct: base,
-                            slowdown: slowdown(fct_ns, base),
-                            ..FlowResult::default()
-                        });
+                        flows.push(
+                            FlowResult {
+                                id: tx.flow.id.0,
+                                src: h.name().to_string(),
+                                dst,
+                                bytes_sent: tx.bytes_sent,
+                                bytes_delivered: r.bytes,
+                                packets_sent: tx.packets_sent,
+                                packets_delivered: r.packets,
+                                drops: tx.packets_sent.saturating_sub(r.packets),
+                                ecn_marks: r.ecn_marks,
+                                out_of_order: r.out_of_order,
+                                first_arrival: r.first_arrival,
+                                last_arrival: r.last_arrival,
+                                size,
+                                start: tx.flow.start,
+                                first_sent: tx.first_sent,
+                                fct: fct_ns,
+                                base_fct: base,
+                                slowdown: slowdown(fct_ns, base),
+                                ..FlowResult::default()
+                            }
+                            .with_ns3(r.last_arrival.filter(|_| done).map(|l| l.saturating_sub(tx.flow.start)), ideal),
+                        );
                     }
                 }
                 Node::TcpHost(h) => {
@@ -689,34 +748,36 @@ impl Summary {
                     for s in h.senders() {
                         let key = (h.ip().0, crate::host::TcpHost::port_of(s.flow.id), s.flow.dst.0);
                         let r = tcp_rx.get(&key).cloned().unwrap_or_default();
-                        let (dst, base) = dst_and_base(fabric, i, s.flow.dst, Some(fct::tcp_frames(s.flow.size, mss)));
+                        let (dst, base, ideal) = dst_and_ideals(fabric, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
                         let done = r.rcv_nxt >= s.flow.size;
                         let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
                         let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
-                        flows.push(FlowResult {
-                            id: s.flow.id.0,
-                            src: h.name().to_string(),
-                            dst,
-                            bytes_sent: s.flow.size,
-                            bytes_delivered: r.rcv_nxt.min(s.flow.size),
-                            packets_sent: sent,
-                            packets_delivered: r.segments,
-                            drops: sent.saturating_sub(r.segments),
-                            ecn_marks: r.ecn_marks,
-                            out_of_order: r.out_of_order,
-                            first_arrival: r.first_arrival,
-                            last_arrival: r.last_arrival,
-                            size: Some(s.flow.size),
-                            start: s.flow.start,
-                            first_sent: s.first_sent,
-                            fct: fct_ns,
-                            base_fct: base,
-                            slowdown: slowdown(fct_ns, base),
-                            retransmits: s.retransmits,
-                            naks: 0,
-                            cnps: 0,
-                            max_in_flight: s.max_in_flight,
-                        });
+                        flows.push(
+                            FlowResult {
+                                id: s.flow.id.0,
+                                src: h.name().to_string(),
+                                dst,
+                                bytes_sent: s.flow.size,
+                                bytes_delivered: r.rcv_nxt.min(s.flow.size),
+                                packets_sent: sent,
+                                packets_delivered: r.segments,
+                                drops: sent.saturating_sub(r.segments),
+                                ecn_marks: r.ecn_marks,
+                                out_of_order: r.out_of_order,
+                                first_arrival: r.first_arrival,
+                                last_arrival: r.last_arrival,
+                                size: Some(s.flow.size),
+                                start: s.flow.start,
+                                first_sent: s.first_sent,
+                                fct: fct_ns,
+                                base_fct: base,
+                                slowdown: slowdown(fct_ns, base),
+                                retransmits: s.retransmits,
+                                max_in_flight: s.max_in_flight,
+                                ..FlowResult::default()
+                            }
+                            .with_ns3(s.acked_at.filter(|_| done).map(|a| a.saturating_sub(s.flow.start)), ideal),
+                        );
                     }
                 }
                 Node::RoceHost(h) => {
@@ -724,40 +785,44 @@ impl Summary {
                     let payload = h.config().payload;
                     for qp in h.send_qps() {
                         let r = roce_rx.get(&(qp.flow.id.0 + 1)).cloned().unwrap_or_default();
-                        let (dst, base) = dst_and_base(fabric, i, qp.flow.dst, Some(fct::roce_frames(qp.flow.size, payload)));
+                        let (dst, base, ideal) = dst_and_ideals(fabric, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
                         let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
                         let sent = qp.snd_nxt as u64 + qp.retransmits;
-                        flows.push(FlowResult {
-                            id: qp.flow.id.0,
-                            src: h.name().to_string(),
-                            dst,
-                            bytes_sent: qp.flow.size,
-                            bytes_delivered: r.bytes,
-                            packets_sent: sent,
-                            packets_delivered: r.packets,
-                            drops: sent.saturating_sub(r.packets),
-                            ecn_marks: r.ecn_marks,
-                            out_of_order: r.out_of_order,
-                            first_arrival: r.first_arrival,
-                            last_arrival: r.completed,
-                            size: Some(qp.flow.size),
-                            start: qp.flow.start,
-                            first_sent: qp.first_sent,
-                            fct: fct_ns,
-                            base_fct: base,
-                            slowdown: slowdown(fct_ns, base),
-                            retransmits: qp.retransmits,
-                            naks: r.naks,
-                            cnps: r.cnps,
-                            max_in_flight: qp.max_in_flight,
-                        });
+                        flows.push(
+                            FlowResult {
+                                id: qp.flow.id.0,
+                                src: h.name().to_string(),
+                                dst,
+                                bytes_sent: qp.flow.size,
+                                bytes_delivered: r.bytes,
+                                packets_sent: sent,
+                                packets_delivered: r.packets,
+                                drops: sent.saturating_sub(r.packets),
+                                ecn_marks: r.ecn_marks,
+                                out_of_order: r.out_of_order,
+                                first_arrival: r.first_arrival,
+                                last_arrival: r.completed,
+                                size: Some(qp.flow.size),
+                                start: qp.flow.start,
+                                first_sent: qp.first_sent,
+                                fct: fct_ns,
+                                base_fct: base,
+                                slowdown: slowdown(fct_ns, base),
+                                retransmits: qp.retransmits,
+                                naks: r.naks,
+                                cnps: r.cnps,
+                                max_in_flight: qp.max_in_flight,
+                                ..FlowResult::default()
+                            }
+                            .with_ns3(qp.acked_at.map(|a| a.saturating_sub(qp.flow.start)), ideal),
+                        );
                     }
                 }
                 Node::Switch(s) => switches.push(switch_result(fabric, i, s)),
             }
         }
         flows.sort_by_key(|f| f.id);
-        let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns);
+        let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns, definition);
         let network = NetworkTotals::of(&switches);
         let scheme_totals = SchemeTotals::of(&switches);
         Summary {
@@ -767,6 +832,7 @@ impl Summary {
             traffic: traffic.to_string(),
             seed,
             simulated_ns: engine.now(),
+            time_origin_ns: 0,
             totals: engine.totals(),
             flows,
             switches,
@@ -791,11 +857,11 @@ impl Summary {
     pub fn flows_csv(&self) -> String {
         let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
         let mut out = String::from(
-            "id,src,dst,size,start_ns,first_sent_ns,fct_ns,base_fct_ns,slowdown,bytes_sent,bytes_delivered,drops,ecn_marks,out_of_order\n",
+            "id,src,dst,size,start_ns,first_sent_ns,fct_ns,base_fct_ns,slowdown,sender_fct_ns,ideal_fct_ns,slowdown_ns3,bytes_sent,bytes_delivered,drops,ecn_marks,out_of_order,retransmits\n",
         );
         for f in &self.flows {
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 f.id,
                 f.src,
                 f.dst,
@@ -805,11 +871,15 @@ impl Summary {
                 opt(f.fct),
                 opt(f.base_fct),
                 f.slowdown.map(|x| format!("{x:.6}")).unwrap_or_default(),
+                opt(f.sender_fct),
+                opt(f.ideal_fct),
+                f.slowdown_ns3.map(|x| format!("{x:.6}")).unwrap_or_default(),
                 f.bytes_sent,
                 f.bytes_delivered,
                 f.drops,
                 f.ecn_marks,
-                f.out_of_order
+                f.out_of_order,
+                f.retransmits
             ));
         }
         out
@@ -855,13 +925,10 @@ mod tests {
             fct: slowdown.map(|_| 1),
             base_fct: Some(1),
             slowdown,
-            retransmits: 0,
-            naks: 0,
-            cnps: 0,
-            max_in_flight: 0,
+            ..FlowResult::default()
         };
         let flows = vec![flow(0, 1000, Some(9.0)), flow(10, 1000, Some(1.0)), flow(20, 200_000, Some(3.0)), flow(30, 5000, None)];
-        let r = SlowdownReport::of(&flows, 100_000, 5);
+        let r = SlowdownReport::of(&flows, 100_000, 5, fct::SlowdownDefinition::Weft);
         assert_eq!((r.overall.flows, r.incomplete), (2, 1));
         assert_eq!((r.below_bdp.flows, r.below_bdp.avg), (1, 1.0));
         assert_eq!((r.above_bdp.flows, r.above_bdp.avg), (1, 3.0));

@@ -11,6 +11,7 @@
 use crate::topology::Topology;
 use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
 use emu_node::fabric::NodeKind;
+use emu_node::fct::SlowdownDefinition;
 use emu_node::host::roce::Recovery;
 use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig};
 use emu_node::host::{UdpFlow, UdpMode};
@@ -47,11 +48,14 @@ pub struct RunOptions {
     pub pfc: Option<bool>,
     /// Run seed.
     pub seed: u64,
-    /// Stop at this simulated time at the latest.
+    /// Stop at this simulated time at the latest (counted from the trace
+    /// origin of a flow list, see [`trace_origin`]).
     pub until: Nanos,
     /// Slowdown statistics ignore flows that started before this (the
-    /// ConWeave setup drops the first 5 ms).
+    /// ConWeave setup drops the first 5 ms; counted from the trace origin).
     pub warmup: Nanos,
+    /// Which FCT slowdown the summary's statistics are of.
+    pub slowdown: SlowdownDefinition,
     /// Poisson arrivals from a flow-size CDF instead of `traffic`.
     pub workload: Option<WorkloadOptions>,
     /// What the hosts run.
@@ -97,7 +101,7 @@ impl std::str::FromStr for Transport {
 pub const TRANSPORT_PARAM_GROUPS: [&str; 4] = ["roce", "irn", "dcqcn", "tcp"];
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 21] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 23] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
     ("tcp.mss", "bytes", "maximum segment size (1460)"),
@@ -111,14 +115,24 @@ pub const TRANSPORT_PARAMS: [(&str, &str, &str); 21] = [
     ("irn.rto_high", "duration", "IRN timeout otherwise (320us)"),
     ("dcqcn.enabled", "bool", "DCQCN on/off (true)"),
     ("dcqcn.g", "fraction", "alpha gain (1/256)"),
-    ("dcqcn.alpha_interval", "duration", "alpha decay interval without CNP (1us)"),
-    ("dcqcn.decrease_interval", "duration", "minimum time between rate cuts (4us)"),
+    ("dcqcn.alpha_interval", "duration", "period of the alpha update from the CNP-arrived bit (1us)"),
+    ("dcqcn.decrease_interval", "duration", "period of the rate-decrease check, a cut only if a CNP arrived (4us)"),
     ("dcqcn.rp_timer", "duration", "rate-increase timer (300us)"),
     ("dcqcn.fast_recovery_stages", "count", "fast-recovery stages (1)"),
     ("dcqcn.rai", "rate", "additive increase (40Mbps at 100G, scaled)"),
     ("dcqcn.rhai", "rate", "hyper increase (100Mbps at 100G, scaled)"),
     ("dcqcn.min_rate", "rate", "minimum rate (100Mbps at 100G, scaled)"),
-    ("dcqcn.cnp_interval", "duration", "receiver: at most one CNP per QP per interval (4us)"),
+    (
+        "dcqcn.cnp_interval",
+        "duration",
+        "receiver: at most one CNP per QP per interval (0: one per ECN-marked packet, as the ConWeave authors' simulator)",
+    ),
+    (
+        "dcqcn.clamp_target_rate",
+        "bool",
+        "set the target to the current rate on every cut (false: not while the increase stage is 0, the authors' CLAMP_TARGET_RATE 0)",
+    ),
+    ("dcqcn.rate_on_first_cnp", "fraction", "fraction of the rate kept on a QP's first CNP (1.0)"),
 ];
 
 fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
@@ -189,6 +203,11 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
             "dcqcn.rhai" => rc.dcqcn.rhai = rate()?,
             "dcqcn.min_rate" => rc.dcqcn.min_rate = rate()?,
             "dcqcn.cnp_interval" => rc.dcqcn.cnp_interval = dur()?,
+            "dcqcn.clamp_target_rate" => rc.dcqcn.clamp_target_rate = v.parse().map_err(|_| bad("not true/false".into()))?,
+            "dcqcn.rate_on_first_cnp" => {
+                rc.dcqcn.rate_on_first_cnp =
+                    v.parse::<f64>().ok().filter(|f| *f > 0.0 && *f <= 1.0).ok_or_else(|| bad("not a fraction in (0, 1]".into()))?
+            }
             _ if k.starts_with("tcp.") => return Err(RunError::Transport(format!("--set {k}: TCP parameters need --transport tcp"))),
             _ => {
                 let known: Vec<&str> = TRANSPORT_PARAMS.iter().map(|p| p.0).collect();
@@ -228,6 +247,7 @@ impl Default for RunOptions {
             seed: 1,
             until: 1_000_000_000,
             warmup: 0,
+            slowdown: SlowdownDefinition::default(),
             workload: None,
             flow_list: None,
             transport: Transport::Udp,
@@ -299,8 +319,30 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
     fabric
 }
 
+/// The time origin of a flow list: its first start rounded down to a whole
+/// millisecond. The ConWeave authors' generator starts its arrivals at a
+/// base time of 2 s (`traffic_gen.py`, `base_t`); a replay runs the list
+/// shifted by the origin, so `--warmup` and `--until` count from it, as the
+/// authors' analysis counts from its `FLOWGEN_START_TIME`.
+pub fn trace_origin(starts: impl IntoIterator<Item = Nanos>) -> Nanos {
+    starts.into_iter().min().map_or(0, |t| t / 1_000_000 * 1_000_000)
+}
+
+/// An engine ready to run: fabric with overrides applied, flows added.
+pub struct Prepared {
+    /// The engine.
+    pub engine: Engine,
+    /// The schemes, `/`-separated.
+    pub scheme: String,
+    /// What the traffic is, in words.
+    pub traffic: String,
+    /// Where the flows' times start ([`trace_origin`]; 0 unless a flow list
+    /// starts later): every start was shifted back by it.
+    pub time_origin: Nanos,
+}
+
 /// Prepares the engine (fabric with overrides applied, flows added).
-pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, String), RunError> {
+pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError> {
     let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
@@ -309,11 +351,13 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
     }
     let hosts = fabric.hosts();
     let mut dscp_of: Vec<u8> = Vec::new();
+    let mut time_origin = 0;
     let plan: Vec<(usize, usize, Option<u64>, Nanos)> = match (&opts.workload, &opts.flow_list) {
         (_, Some((name, text))) => {
             let list = parse_flow_list(name, text, hosts.len())?;
             dscp_of = list.iter().map(|f| f.priority << 3).collect();
-            list.into_iter().map(|f| (f.flow.src, f.flow.dst, Some(f.flow.size), f.flow.start)).collect()
+            time_origin = trace_origin(list.iter().map(|f| f.flow.start));
+            list.into_iter().map(|f| (f.flow.src, f.flow.dst, Some(f.flow.size), f.flow.start - time_origin)).collect()
         }
         (None, None) => opts.traffic.plan(hosts.len(), opts.seed, 0)?.into_iter().map(|f| (f.src, f.dst, None, f.start)).collect(),
         (Some(w), None) => {
@@ -400,12 +444,16 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<(Engine, String, St
     }
     let scheme = scheme_names.into_iter().collect::<Vec<_>>().join("/");
     let traffic = match (&opts.workload, opts.rate) {
-        _ if opts.flow_list.is_some() => format!("{} flows from {}", plan.len(), opts.flow_list.as_ref().map_or("", |f| f.0.as_str())),
+        _ if opts.flow_list.is_some() => {
+            let origin =
+                if time_origin > 0 { format!(", times from {}", emu_node::time::format_duration(time_origin)) } else { String::new() };
+            format!("{} flows from {}{origin}", plan.len(), opts.flow_list.as_ref().map_or("", |f| f.0.as_str()))
+        }
         (Some(w), _) => format!("{} at load {} ({} Poisson flows)", w.cdf.name, w.load, plan.len()),
         (None, Some(r)) => format!("{} at {} for {}", opts.traffic, r, emu_node::time::format_duration(opts.duration)),
         (None, None) => format!("{} of {} B", opts.traffic, opts.flow_size),
     };
-    Ok((engine, scheme, traffic))
+    Ok(Prepared { engine, scheme, traffic, time_origin })
 }
 
 /// Runs `opts` on `topo`, calling `progress` every million events.
@@ -422,7 +470,7 @@ pub fn run_with_metrics(
     mut metrics: Option<&mut emu_node::metrics::openmetrics::EngineMetrics>,
     progress: Progress<'_>,
 ) -> Result<RunOutcome, RunError> {
-    let (mut engine, scheme, traffic) = prepare(topo, opts)?;
+    let Prepared { mut engine, scheme, traffic, time_origin } = prepare(topo, opts)?;
     let start = Instant::now();
     // Advance in sampling steps: uplink counters are read every 100 us of
     // simulated time (ConWeave Fig. 14), progress is reported in between.
@@ -464,7 +512,8 @@ pub fn run_with_metrics(
     }
     let wall = start.elapsed();
     let truncated = !engine.is_idle();
-    let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+    let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup, opts.slowdown);
+    summary.time_origin_ns = time_origin;
     summary.uplink_imbalance = Some(sampler.finish());
     summary.queue_trace = depths.finish(&topo.fabric);
     Ok(RunOutcome { summary, wall, truncated })
@@ -558,7 +607,7 @@ pub struct RealTimeOptions {
 pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, progress: Progress<'_>) -> Result<RunOutcome, RunError> {
     use emu_node::fabric::HostKind;
     use emu_node::runtime::{ProcessPlan, ProcessRuntime};
-    let (engine, scheme, traffic) = prepare(topo, opts)?;
+    let Prepared { engine, scheme, traffic, time_origin } = prepare(topo, opts)?;
     let mut fabric = configured_fabric(topo, opts);
     for n in &mut fabric.nodes {
         n.placement = 0;
@@ -599,14 +648,15 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             .map_err(|e| RunError::RealTime(e.to_string()))?;
         // Switch state machines stay the prepared (unused) ones; their
         // results come from the emu-nodes that ran them.
-        let (engine, _, _) = prepare(topo, opts)?;
+        let engine = prepare(topo, opts)?.engine;
         let mut merged: Vec<Node> = engine.into_nodes();
         for (id, n) in run.hosts {
             merged[id.index()] = n;
         }
         let wall = start.elapsed();
         let engine = Engine::with_nodes(&topo.fabric, merged)?;
-        let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+        let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup, opts.slowdown);
+        summary.time_origin_ns = time_origin;
         summary.set_switches(run.switches);
         summary.simulated_ns = run.end;
         summary.traffic = format!(
@@ -671,7 +721,8 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     })?;
     let wall = start.elapsed();
     let engine = Engine::with_nodes(&topo.fabric, nodes)?;
-    let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup);
+    let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup, opts.slowdown);
+    summary.time_origin_ns = time_origin;
     summary.simulated_ns = sim_end;
     summary.traffic = format!("{traffic} (real time, {} of fabric time)", emu_node::time::format_duration(sim_end));
     Ok(RunOutcome { summary, wall, truncated })

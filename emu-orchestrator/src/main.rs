@@ -141,6 +141,12 @@ struct CompareArgs {
     /// Parallel runs (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
+    /// FCT slowdown of the statistics, tables and plots: ns3 (the ConWeave
+    /// authors' simulator: sender FCT / (base RTT + wire bytes /
+    /// bottleneck), at least 1; what the ConWeave paper reports) or weft
+    /// (receiver FCT / one-way idle-path FCT). flows.csv has both.
+    #[arg(long, default_value = "ns3")]
+    slowdown: String,
     /// Output directory (one sub-directory per run, and compare.json).
     #[arg(long, default_value = "weft-compare")]
     out: PathBuf,
@@ -212,13 +218,21 @@ struct RunArgs {
     #[arg(long = "set", value_name = "SCHEME.PARAM=VALUE")]
     set: Vec<String>,
     /// Stop at this simulated time at the latest (flows still running then
-    /// count as incomplete: the drain phase ends here).
+    /// count as incomplete: the drain phase ends here). With --flows-file it
+    /// counts from the trace origin (the first start, rounded down to a
+    /// millisecond: 2 s for the ConWeave generator's files).
     #[arg(long, default_value = "1s")]
     until: String,
     /// Do not count flows that start before this in the slowdown statistics
     /// (the ConWeave setup uses 5ms with long runs).
     #[arg(long, default_value = "0ns")]
     warmup: String,
+    /// FCT slowdown of the statistics, tables and plots: ns3 (the ConWeave
+    /// authors' simulator: sender FCT / (base RTT + wire bytes /
+    /// bottleneck), at least 1; what the ConWeave paper reports) or weft
+    /// (receiver FCT / one-way idle-path FCT). flows.csv has both.
+    #[arg(long, default_value = "ns3")]
+    slowdown: String,
     /// Poisson flows with sizes from a CDF: a shipped name (alistorage, fbhdp,
     /// solar, websearch, fbhdp-hpcc, googlerpc, int-table1) or a file.
     #[arg(long, conflicts_with_all = ["rate"])]
@@ -360,6 +374,7 @@ fn run(a: RunArgs) -> Result<()> {
         seed: a.seed,
         until: parse_duration(&a.until).context("--until")?,
         warmup: parse_duration(&a.warmup).context("--warmup")?,
+        slowdown: a.slowdown.parse().map_err(anyhow::Error::msg).context("--slowdown")?,
         flow_list: match &a.flows_file {
             None => None,
             Some(p) => Some((
@@ -513,6 +528,15 @@ fn run(a: RunArgs) -> Result<()> {
     print_summary(&outcome.summary, outcome.wall);
     if outcome.truncated {
         println!("note: stopped at --until {} with events still pending", a.until);
+        if let Some(first) = outcome.summary.flows.iter().map(|f| f.start).min() {
+            if outcome.summary.flows.iter().all(|f| f.first_sent.is_none()) {
+                println!(
+                    "note: no flow started: the first starts at {} of simulated time; raise --until (now {})",
+                    format_duration(first),
+                    a.until
+                );
+            }
+        }
     }
     println!("wrote {}, {} and {} plots in {}", path.display(), csv.display(), plots.len(), a.out.join("plots").display());
     Ok(())
@@ -528,6 +552,7 @@ fn compare(a: CompareArgs) -> Result<()> {
         bail!("--loads: {l} is not in (0, 1]");
     }
     let warmup = parse_duration(&a.warmup).context("--warmup")?;
+    let slowdown: emu_node::fct::SlowdownDefinition = a.slowdown.parse().map_err(anyhow::Error::msg).context("--slowdown")?;
     let transports: Vec<(String, experiment::Transport)> =
         a.transport.iter().map(|t| Ok((t.clone(), t.parse().map_err(anyhow::Error::msg)?))).collect::<Result<_>>()?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -542,6 +567,7 @@ fn compare(a: CompareArgs) -> Result<()> {
             scale_time_params: false,
             transport: *transport,
             warmup,
+            slowdown,
             workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
             ..RunOptions::default()
         };
@@ -549,13 +575,14 @@ fn compare(a: CompareArgs) -> Result<()> {
         let cells = experiment::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs);
         let wall = t0.elapsed();
         println!(
-            "{} | {} | {} | {} flows per run | warm-up {} | seed {} | FCT slowdown avg / p99",
+            "{} | {} | {} | {} flows per run | warm-up {} | seed {} | FCT slowdown ({}) avg / p99",
             topo.fabric.name,
             tname,
             a.workload,
             a.flows,
             format_duration(warmup),
-            a.seed
+            a.seed,
+            slowdown.describe()
         );
         println!(
             "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | by size: <=10KB, 10-100KB, 100KB-1MB, >1MB",
@@ -616,6 +643,7 @@ fn compare(a: CompareArgs) -> Result<()> {
         "flows": a.flows,
         "seed": a.seed,
         "warmup_ns": warmup,
+        "slowdown_definition": slowdown,
         "set": a.set,
         "wall_s": started.elapsed().as_secs_f64(),
         "runs": report,
@@ -707,12 +735,14 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
     println!("  out-of-order pkts   {ooo}");
     println!("  PFC pauses sent     {pauses}");
     println!("  flow finish (last arrival) p50 {} p99 {} max {}", pct(0.5), pct(0.99), pct(1.0));
-    let mut sd: Vec<f64> = s.flows.iter().filter_map(|f| f.slowdown).collect();
+    let definition = s.slowdown.definition;
+    let mut sd: Vec<f64> = s.flows.iter().filter_map(|f| f.slowdown_by(definition)).collect();
     sd.sort_by(|a, b| a.total_cmp(b));
     if !sd.is_empty() {
         let q = |p: f64| sd[((sd.len() as f64 - 1.0) * p).round() as usize];
         println!(
-            "  FCT slowdown        avg {:.3} p50 {:.3} p99 {:.3} ({} complete flows; {} counted after the warm-up, {} of those incomplete)",
+            "  FCT slowdown ({})  avg {:.3} p50 {:.3} p99 {:.3} ({} complete flows; {} counted after the warm-up, {} of those incomplete)",
+            definition.name(),
             sd.iter().sum::<f64>() / sd.len() as f64,
             q(0.5),
             q(0.99),

@@ -178,7 +178,8 @@ fn draw_one(path: &Path, ax: Axes, series: &[Series], legend: SeriesLabelPositio
 /// CDF of the FCT slowdown of the counted flows (complete, started after
 /// the warm-up), at most 400 points.
 pub fn slowdown_cdf(s: &Summary) -> Vec<(f64, f64)> {
-    let mut v: Vec<f64> = s.flows.iter().filter(|f| f.start >= s.slowdown.warmup_ns).filter_map(|f| f.slowdown).collect();
+    let mut v: Vec<f64> =
+        s.flows.iter().filter(|f| f.start >= s.slowdown.warmup_ns).filter_map(|f| f.slowdown_by(s.slowdown.definition)).collect();
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
     if n == 0 {
@@ -195,7 +196,9 @@ pub fn slowdown_cdf(s: &Summary) -> Vec<(f64, f64)> {
 /// with fewer than `min_flows` flows are left out.
 pub fn slowdown_by_size(s: &Summary, min_flows: usize) -> (Points, Points) {
     let mut bins: std::collections::BTreeMap<i64, Vec<(u64, f64)>> = std::collections::BTreeMap::new();
-    for (size, sd) in s.flows.iter().filter(|f| f.start >= s.slowdown.warmup_ns).filter_map(|f| f.size.zip(f.slowdown)) {
+    for (size, sd) in
+        s.flows.iter().filter(|f| f.start >= s.slowdown.warmup_ns).filter_map(|f| f.size.zip(f.slowdown_by(s.slowdown.definition)))
+    {
         // Bin k holds sizes in (10^(k/2), 10^((k+1)/2)].
         let k = ((size.max(1) as f64).log10() * 2.0 - 1e-9).floor() as i64;
         bins.entry(k).or_default().push((size, sd));
@@ -231,15 +234,11 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
     let file = |n: &str| dir.join(format!("{prefix}{n}"));
     let cdf: Vec<Series> = runs.iter().map(|r| Series { name: r.name.clone(), points: slowdown_cdf(r.summary) }).collect();
     let p = file("slowdown-cdf.svg");
+    let definition = runs.first().map_or(emu_node::fct::SlowdownDefinition::default(), |r| r.summary.slowdown.definition);
+    let x_desc = format!("FCT slowdown ({}, log)", definition.describe());
     draw_one(
         &p,
-        Axes {
-            title: &format!("FCT slowdown CDF — {title}"),
-            x_desc: "FCT slowdown (FCT / idle-fabric FCT, log)",
-            y_desc: "fraction of flows",
-            x_log: true,
-            y_log: false,
-        },
+        Axes { title: &format!("FCT slowdown CDF — {title}"), x_desc: &x_desc, y_desc: "fraction of flows", x_log: true, y_log: false },
         &cdf,
         SeriesLabelPosition::LowerRight,
     )?;
@@ -351,7 +350,7 @@ mod tests {
         for i in 0..1000u64 {
             s.flows.push(FlowResult {
                 size: Some(1000 + i * 997 % 100_000),
-                slowdown: Some(1.0 + (i % 50) as f64),
+                slowdown_ns3: Some(1.0 + (i % 50) as f64),
                 ..FlowResult::default()
             });
         }

@@ -134,6 +134,45 @@ fn an_ns3_flow_list_is_replayed_flow_by_flow() {
         ":2: host index 99 is out of range",
         &bad,
     );
+    std::fs::write(&list, "2\n0 1 3 -100 0.1\n1 2 3 100 0.1\n").unwrap();
+    assert_one_line_error(
+        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
+        ":2: size `-100` is not a whole number",
+        &bad,
+    );
+    std::fs::write(&list, "2\n0 1 3 100 0.1\n1 2 three 100 0.1\n").unwrap();
+    assert_one_line_error(
+        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
+        ":3: priority `three` is not a whole number",
+        &bad,
+    );
+    std::fs::write(&list, "2\n0 1 3 100 0.1\n1 2 3\n").unwrap();
+    assert_one_line_error(
+        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
+        ":3: expected `src dst priority size start_seconds`",
+        &bad,
+    );
+    let _ = std::fs::remove_file(list);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_flow_file_of_the_conweave_generator_starting_at_2s_runs_to_completion_with_default_flags() {
+    // The authors' traffic_gen.py starts arrivals at its base time of 2 s.
+    let d = tmp("flowlist-2s");
+    let list = std::env::temp_dir().join(format!("weft-flows-2s-{}.txt", std::process::id()));
+    std::fs::write(&list, "3\n0 15 3 100000 2.000000100\n15 0 3 20000 2.000010000\n3 9 3 5000 2.000100000\n").unwrap();
+    let o = weft(&["run", "--flows-file", list.to_str().unwrap(), "--transport", "roce-lossless", "--out", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("times from 2.000s"), "{out}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["time_origin_ns"], 2_000_000_000u64);
+    let f = v["flows"].as_array().unwrap();
+    assert!(f.iter().all(|x| x["bytes_delivered"] == x["bytes_sent"] && x["sender_fct"].as_u64().is_some()), "every flow completes");
+    assert_eq!(f[0]["start"], 100, "starts count from the trace origin");
+    assert_eq!(v["slowdown"]["definition"], "ns3");
+    assert_eq!(v["slowdown"]["overall"]["flows"], 3);
     let _ = std::fs::remove_file(list);
     let _ = std::fs::remove_dir_all(d);
 }

@@ -21,17 +21,41 @@
 //!   repeat), keeps at most one BDP in flight, and retransmits on a timeout
 //!   (`rto_low` when at most 3 packets are in flight, else `rto_high`).
 //!
-//! DCQCN ([`DcqcnConfig`], DESIGN §8.1): the receiver sends a CNP for an
-//! ECN-marked packet (at most one per `cnp_interval` per QP) and for an
-//! out-of-order NAK; the sender cuts its rate to `rate x (1 - alpha/2)` (at
-//! most once per `decrease_interval`) and raises alpha by `g`; alpha decays
-//! by `(1 - g)` per `alpha_interval` without CNPs; every `rp_timer` the rate
-//! recovers: `fast_recovery_stages` halvings towards the target rate, then
-//! one additive (`rai`) and then hyper (`rhai`) increases of the target, as
-//! in the ConWeave/HPCC ns-3 RNIC model (timer only, no byte counter). Updates are
-//! applied lazily when the QP is next looked at, which is exact for timer-only
-//! increases. Pacing: a QP sends its next packet `wire bytes x 8 / rate`
-//! after the previous one.
+//! DCQCN ([`DcqcnConfig`], DESIGN §8.1) follows the RNIC model of the
+//! ConWeave authors' ns-3 simulator (conweave-ns3
+//! `src/point-to-point/model/rdma-hw.cc`, the "Mellanox's version of DCQCN"
+//! functions; parameters from its `run.py`), rule by rule:
+//! - the receiver marks a CNP for every ECN-marked data packet
+//!   (`ReceiveUdp`: `ecnbits` sets the CNP flag of the ACK; weft sends the
+//!   CNP as its own RoCEv2 frame, opcode 0x81) and for every out-of-order
+//!   NAK (`ReceiverCheckSeq`: `cnp = true`); `cnp_interval` (default 0, as
+//!   the authors) can space them as a ConnectX's `min_time_between_cnps` does;
+//! - the first CNP of a QP sets α = 1, sets rate and target to
+//!   `rate_on_first_cnp` × rate and starts two periodic timers
+//!   (`cnp_received_mlx`): the α update every `alpha_interval` (1 µs) and
+//!   the rate-decrease check every `decrease_interval` (4 µs, 1 ns after the
+//!   α update);
+//! - later CNPs only set two "CNP arrived" bits (`cnp_received_mlx`);
+//! - α update (`UpdateAlphaMlx`): α ← (1 − g)·α + g if a CNP arrived since
+//!   the last update, else α ← (1 − g)·α; the bit is cleared;
+//! - decrease check (`CheckRateDecreaseMlx`): only if a CNP arrived since the
+//!   last check: the target is set to the current rate unless
+//!   `clamp_target_rate` is off (the authors' `CLAMP_TARGET_RATE 0`) and the
+//!   increase stage is 0, so consecutive cuts inside one congestion episode
+//!   keep the pre-episode target; rate ← max(min_rate, rate·(1 − α/2));
+//!   stage ← 0; the increase timer restarts `rp_timer` (300 µs) from now;
+//! - increase timer (`RateIncEventTimerMlx`, `FastRecoveryMlx`,
+//!   `ActiveIncreaseMlx`, `HyperIncreaseMlx`), every `rp_timer` after the
+//!   last cut: stage < F: rate ← (rate + target)/2; stage = F: target +=
+//!   `rai`; stage > F: target += `rhai` (target capped at the line rate),
+//!   then rate ← (rate + target)/2; stage += 1. No byte counter.
+//!
+//! Events at the same nanosecond run in the authors' order: α update, then
+//! rate increase, then decrease check (the ns-3 scheduler runs equal times
+//! in insertion order). The timers are evaluated lazily, when the QP is next
+//! looked at (a CNP, a send), which gives the same rates as running every
+//! event. Pacing: a QP sends its next packet `wire bytes x 8 / rate` after
+//! the previous one (`UpdateNextAvail` with `RATE_BOUND 1`).
 //!
 //! Go-Back-N also resends from the oldest unacknowledged packet after
 //! `gbn_timeout` (1 ms) without progress, so a tail lost on a failed link
@@ -75,28 +99,36 @@ pub enum Recovery {
     },
 }
 
-/// DCQCN parameters (defaults: the ConWeave setup at 100 Gbit/s, DESIGN §8.1).
+/// DCQCN parameters (defaults: the ConWeave setup at 100 Gbit/s, DESIGN §8.1,
+/// the authors' `run.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DcqcnConfig {
     /// Enabled.
     pub enabled: bool,
-    /// alpha gain g.
+    /// α gain g (`EWMA_GAIN` 1/256).
     pub g: f64,
-    /// alpha decay interval without CNP.
+    /// Period of the α update (`ALPHA_RESUME_INTERVAL` 1 µs).
     pub alpha_interval: Nanos,
-    /// Minimum time between two rate decreases.
+    /// Period of the rate-decrease check (`RATE_DECREASE_INTERVAL` 4 µs).
     pub decrease_interval: Nanos,
-    /// Rate-increase timer.
+    /// Rate-increase timer (`RP_TIMER` 300 µs).
     pub rp_timer: Nanos,
-    /// Fast-recovery stages before additive increase.
+    /// Fast-recovery stages before additive increase (`FAST_RECOVERY_TIMES` 1).
     pub fast_recovery_stages: u32,
-    /// Additive increase.
+    /// Additive increase (`RATE_AI`).
     pub rai: BitRate,
-    /// Hyper increase.
+    /// Hyper increase (`RATE_HAI`).
     pub rhai: BitRate,
-    /// Minimum rate.
+    /// Minimum rate (`MIN_RATE`).
     pub min_rate: BitRate,
-    /// Receiver: minimum time between two CNPs of a QP.
+    /// Clamp the target rate to the current rate on every cut
+    /// (`CLAMP_TARGET_RATE`; the authors run 0: no clamp while the increase
+    /// stage is 0).
+    pub clamp_target_rate: bool,
+    /// Fraction of the rate kept on a QP's first CNP (`RateOnFirstCnp` 1.0).
+    pub rate_on_first_cnp: f64,
+    /// Receiver: minimum time between two CNPs of a QP (0: one for every
+    /// ECN-marked packet, as the authors' simulator).
     pub cnp_interval: Nanos,
 }
 
@@ -112,7 +144,9 @@ impl Default for DcqcnConfig {
             rai: BitRate::mbps(40),
             rhai: BitRate::mbps(100),
             min_rate: BitRate::mbps(100),
-            cnp_interval: 4 * MICROS,
+            clamp_target_rate: false,
+            rate_on_first_cnp: 1.0,
+            cnp_interval: 0,
         }
     }
 }
@@ -221,14 +255,108 @@ pub struct RecvQp {
     last_cnp: Option<Nanos>,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Dcqcn {
-    target: f64,
-    alpha: f64,
-    last_decrease: Option<Nanos>,
-    alpha_at: Nanos,
-    increase_at: Nanos,
-    stage: u32,
+/// DCQCN reaction-point state of a QP (the `mlx` fields of the authors'
+/// `RdmaQueuePair`), with the next due time of each of its three timers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dcqcn {
+    /// Target rate, bit/s.
+    pub target: f64,
+    /// α.
+    pub alpha: f64,
+    /// A CNP arrived since the last α update.
+    alpha_cnp: bool,
+    /// A CNP arrived since the last decrease check.
+    decrease_cnp: bool,
+    /// Increase stage (0 right after a cut).
+    pub stage: u32,
+    /// Next α update and next decrease check (`None` before the first CNP).
+    periodic: Option<(Nanos, Nanos)>,
+    /// Next rate increase (`None` before the first cut).
+    increase_at: Option<Nanos>,
+}
+
+impl Dcqcn {
+    /// A QP starting at `line` bit/s (α = 1, no timer running).
+    pub fn new(line: f64) -> Self {
+        Dcqcn { target: line, alpha: 1.0, alpha_cnp: false, decrease_cnp: false, stage: 0, periodic: None, increase_at: None }
+    }
+
+    /// A CNP for this QP at `now` (`cnp_received_mlx`). Call
+    /// [`Dcqcn::advance`] to `now` first.
+    pub fn on_cnp(&mut self, cfg: &DcqcnConfig, now: Nanos, rate: &mut f64) {
+        self.alpha_cnp = true;
+        self.decrease_cnp = true;
+        if self.periodic.is_none() {
+            self.alpha = 1.0;
+            self.alpha_cnp = false;
+            // The decrease check runs 1 ns after the α update.
+            self.periodic = Some((now + cfg.alpha_interval, now + cfg.decrease_interval + 1));
+            *rate *= cfg.rate_on_first_cnp;
+            self.target = *rate;
+        }
+    }
+
+    /// Runs every timer event due at or before `now`, in the authors' order.
+    pub fn advance(&mut self, cfg: &DcqcnConfig, now: Nanos, rate: &mut f64, line: f64) {
+        let Some((mut alpha_at, mut decrease_at)) = self.periodic else { return };
+        let (ai, di) = (cfg.alpha_interval.max(1), cfg.decrease_interval.max(1));
+        loop {
+            if !self.alpha_cnp && !self.decrease_cnp {
+                // Nothing pending: α only decays and the decrease checks do
+                // nothing until the next CNP; only increases change the rate.
+                if alpha_at <= now {
+                    let k = (now - alpha_at) / ai + 1;
+                    self.alpha *= (1.0 - cfg.g).powi(k.min(1 << 30) as i32);
+                    alpha_at += k * ai;
+                }
+                if decrease_at <= now {
+                    decrease_at += ((now - decrease_at) / di + 1) * di;
+                }
+                while let Some(t) = self.increase_at.filter(|&t| t <= now) {
+                    self.increase(cfg, rate, line);
+                    self.increase_at = Some(t + cfg.rp_timer.max(1));
+                }
+                break;
+            }
+            let inc = self.increase_at.unwrap_or(Nanos::MAX);
+            let next = alpha_at.min(inc).min(decrease_at);
+            if next > now {
+                break;
+            }
+            if alpha_at == next {
+                self.alpha = (1.0 - cfg.g) * self.alpha + if self.alpha_cnp { cfg.g } else { 0.0 };
+                self.alpha_cnp = false;
+                alpha_at += ai;
+            } else if inc == next {
+                self.increase(cfg, rate, line);
+                self.increase_at = Some(inc + cfg.rp_timer.max(1));
+            } else {
+                if self.decrease_cnp {
+                    if cfg.clamp_target_rate || self.stage != 0 {
+                        self.target = *rate;
+                    }
+                    *rate = (*rate * (1.0 - self.alpha / 2.0)).max(cfg.min_rate.bps() as f64);
+                    self.stage = 0;
+                    self.decrease_cnp = false;
+                    self.increase_at = Some(decrease_at + cfg.rp_timer.max(1));
+                }
+                decrease_at += di;
+            }
+        }
+        self.periodic = Some((alpha_at, decrease_at));
+    }
+
+    /// One increase event (`RateIncEventMlx`).
+    fn increase(&mut self, cfg: &DcqcnConfig, rate: &mut f64, line: f64) {
+        let f = cfg.fast_recovery_stages;
+        if self.stage == f {
+            self.target = (self.target + cfg.rai.bps() as f64).min(line);
+        } else if self.stage > f {
+            self.target = (self.target + cfg.rhai.bps() as f64).min(line);
+        }
+        *rate = (*rate + self.target) / 2.0;
+        self.stage = self.stage.saturating_add(1);
+    }
 }
 
 /// A synthetic RoCEv2 host. Call order as [`crate::switch::Switch`].
@@ -247,6 +375,13 @@ pub struct RoceHost {
 }
 
 super::host_common!(RoceHost);
+
+impl SendQp {
+    /// The DCQCN reaction-point state (as of the QP's last send or CNP).
+    pub fn dcqcn(&self) -> &Dcqcn {
+        &self.cc
+    }
+}
 
 impl RoceHost {
     /// The host of fabric node `node`.
@@ -281,14 +416,7 @@ impl RoceHost {
         let p = self.cfg.payload.max(1) as u64;
         let packets = flow.size.div_ceil(p).max(1) as u32;
         let line = self.nic.rate().bps() as f64;
-        let cc = Dcqcn {
-            target: line,
-            alpha: 1.0,
-            last_decrease: None,
-            alpha_at: flow.start,
-            increase_at: flow.start + self.cfg.dcqcn.rp_timer,
-            stage: 0,
-        };
+        let cc = Dcqcn::new(line);
         self.send.push(SendQp {
             flow,
             packets,
@@ -418,47 +546,8 @@ impl RoceHost {
         if !cfg.enabled {
             return;
         }
-        Self::cc_advance(&cfg, qp, now, line);
-        if qp.cc.last_decrease.is_none_or(|t| now >= t + cfg.decrease_interval) {
-            qp.cc.target = qp.rate;
-            qp.rate = (qp.rate * (1.0 - qp.cc.alpha / 2.0)).max(cfg.min_rate.bps() as f64);
-            qp.cc.alpha = (1.0 - cfg.g) * qp.cc.alpha + cfg.g;
-            qp.cc.last_decrease = Some(now);
-            qp.cc.alpha_at = now;
-            qp.cc.stage = 0;
-            qp.cc.increase_at = now + cfg.rp_timer;
-        }
-    }
-
-    /// Applies alpha decay and timer-driven rate increases up to `now`.
-    fn cc_advance(cfg: &DcqcnConfig, qp: &mut SendQp, now: Nanos, line: f64) {
-        if !cfg.enabled {
-            return;
-        }
-        if now > qp.cc.alpha_at && cfg.alpha_interval > 0 {
-            let k = (now - qp.cc.alpha_at) / cfg.alpha_interval;
-            if k > 0 {
-                qp.cc.alpha *= (1.0 - cfg.g).powi(k.min(1 << 20) as i32);
-                qp.cc.alpha_at += k * cfg.alpha_interval;
-            }
-        }
-        // Timer-driven increase, staged as in the ConWeave/HPCC ns-3 RNIC
-        // model: stages below F are fast recovery, stage F additive, later
-        // stages hyper increase.
-        while cfg.rp_timer > 0 && now >= qp.cc.increase_at && qp.rate < line {
-            let stage = qp.cc.stage;
-            qp.cc.stage += 1;
-            if stage == cfg.fast_recovery_stages {
-                qp.cc.target = (qp.cc.target + cfg.rai.bps() as f64).min(line);
-            } else if stage > cfg.fast_recovery_stages {
-                qp.cc.target = (qp.cc.target + cfg.rhai.bps() as f64).min(line);
-            }
-            qp.rate = ((qp.rate + qp.cc.target) / 2.0).min(line);
-            qp.cc.increase_at += cfg.rp_timer;
-        }
-        if qp.rate >= line {
-            qp.cc.increase_at = qp.cc.increase_at.max(now);
-        }
+        qp.cc.advance(&cfg, now, &mut qp.rate, line);
+        qp.cc.on_cnp(&cfg, now, &mut qp.rate);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -475,7 +564,7 @@ impl RoceHost {
         let mut cnp = false;
         if ce {
             r.ecn_marks += 1;
-            cnp = r.last_cnp.is_none_or(|t| now >= t + cnp_interval);
+            cnp = cnp_interval == 0 || r.last_cnp.is_none_or(|t| now >= t + cnp_interval);
         }
         let mut reply = None;
         if psn == r.epsn {
@@ -654,7 +743,10 @@ impl RoceHost {
                     }
                     Some(gw) => {
                         let cfg = self.cfg.dcqcn;
-                        Self::cc_advance(&cfg, &mut self.send[i], now, line);
+                        if cfg.enabled {
+                            let qp = &mut self.send[i];
+                            qp.cc.advance(&cfg, now, &mut qp.rate, line);
+                        }
                         if let Some((psn, retx)) = self.next_packet(i, now) {
                             let f = self.data_frame(gw, &self.send[i], psn);
                             let len = f.len();
@@ -719,5 +811,98 @@ impl RoceHost {
             consider(self.nic.busy_until());
         }
         self.timer = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: f64 = 100e9;
+
+    /// Drives one QP's DCQCN state: CNPs at `cnps` (ns), then reads the
+    /// state at `at`.
+    fn after(cfg: &DcqcnConfig, cnps: &[Nanos], at: Nanos) -> (Dcqcn, f64) {
+        let (mut cc, mut rate) = (Dcqcn::new(LINE), LINE);
+        for &t in cnps {
+            cc.advance(cfg, t, &mut rate, LINE);
+            cc.on_cnp(cfg, t, &mut rate);
+        }
+        cc.advance(cfg, at, &mut rate, LINE);
+        (cc, rate)
+    }
+
+    #[test]
+    fn alpha_follows_the_per_microsecond_update_of_cnp_arrived_bits() {
+        let cfg = DcqcnConfig::default();
+        let g = cfg.g;
+        // First CNP at 0: alpha = 1, its bit cleared (cnp_received_mlx).
+        let (cc, rate) = after(&cfg, &[0], 0);
+        assert_eq!((cc.alpha, rate), (1.0, LINE), "rate_on_first_cnp 1.0 keeps the rate");
+        // Updates at 1, 2 us without CNP: alpha x (1 - g) each.
+        let (cc, _) = after(&cfg, &[0], 2_000);
+        assert_eq!(cc.alpha, (1.0 - g) * (1.0 - g));
+        // A CNP at 2.5 us: the update at 3 us adds g, the one at 4 us decays.
+        let a3 = (1.0 - g) * (1.0 - g) * (1.0 - g) + g;
+        let (cc, _) = after(&cfg, &[0, 2_500], 3_000);
+        assert_eq!(cc.alpha, a3);
+        // Two CNPs inside one interval count once.
+        let (cc, _) = after(&cfg, &[0, 2_200, 2_700], 3_000);
+        assert_eq!(cc.alpha, a3);
+        let (cc, _) = after(&cfg, &[0, 2_500], 4_000);
+        assert_eq!(cc.alpha, a3 * (1.0 - g));
+        // 1000 quiet updates later.
+        let (cc, _) = after(&cfg, &[0, 2_500], 1_004_000);
+        assert!((cc.alpha - a3 * (1.0 - g).powi(1001)).abs() < 1e-12, "{}", cc.alpha);
+    }
+
+    #[test]
+    fn a_cut_happens_at_the_decrease_check_after_a_cnp_with_that_moments_alpha() {
+        let cfg = DcqcnConfig::default();
+        let g = cfg.g;
+        // First CNP at 0: the check at 4 us + 1 ns cuts with alpha after four
+        // quiet updates.
+        let (_, rate) = after(&cfg, &[0], 4_000);
+        assert_eq!(rate, LINE, "not before the check");
+        let (cc, rate) = after(&cfg, &[0], 4_001);
+        let a4 = (1.0 - g).powi(4);
+        assert_eq!(rate, LINE * (1.0 - a4 / 2.0));
+        assert_eq!((cc.stage, cc.target), (0, LINE));
+        // No CNP since: the next checks do nothing.
+        let (_, r2) = after(&cfg, &[0], 200_000);
+        assert_eq!(r2, rate);
+    }
+
+    #[test]
+    fn the_target_rate_is_kept_across_consecutive_cuts_unless_clamped() {
+        // CNPs every 3 us for 40 us: a cut at every 4 us check.
+        let cnps: Vec<Nanos> = (0..14).map(|k| k * 3_000).collect();
+        let cfg = DcqcnConfig::default();
+        let (cc, rate) = after(&cfg, &cnps, 41_000);
+        assert!(rate < 0.5 * LINE, "{rate}");
+        assert_eq!(cc.target, LINE, "CLAMP_TARGET_RATE 0: stage 0 keeps the target");
+        let clamped = DcqcnConfig { clamp_target_rate: true, ..cfg };
+        let (cc2, rate2) = after(&clamped, &cnps, 41_000);
+        assert_eq!(rate2, rate, "the cuts are the same");
+        assert!(cc2.target < LINE && cc2.target > rate2, "clamped to the rate before the last cut: {}", cc2.target);
+    }
+
+    #[test]
+    fn increases_follow_the_timer_stages_from_the_last_cut() {
+        let cfg = DcqcnConfig::default();
+        let (_, cut) = after(&cfg, &[0], 4_001);
+        let t0 = 4_001;
+        // Stage 0 (fast recovery): halfway to the target.
+        let (cc, r1) = after(&cfg, &[0], t0 + 300_000);
+        assert_eq!(r1, (cut + LINE) / 2.0);
+        assert_eq!(cc.stage, 1);
+        // Stage 1 (active increase): target + rai, capped at the line rate.
+        let (cc, r2) = after(&cfg, &[0], t0 + 600_000);
+        assert_eq!((cc.target, r2), (LINE, (r1 + LINE) / 2.0));
+        // A CNP after an increase: the cut clamps the target (stage != 0).
+        let (cc, r3) = after(&cfg, &[0, t0 + 650_000], t0 + 654_000);
+        assert_eq!(cc.target, r2, "stage 2 at the cut: the target becomes the rate");
+        assert!(r3 < r2);
+        assert_eq!(cc.stage, 0);
     }
 }

@@ -26,3 +26,31 @@ fn base_fct_matches_a_single_flow_simulation_on_each_shipped_topology() {
         }
     }
 }
+
+#[test]
+fn the_ns3_ideal_fct_of_a_roce_flow_is_the_authors_formula_by_hand() {
+    // leaf-spine-8x8: 100G links of 1 us, 16 hosts per leaf. h0 -> h1 stays
+    // under leaf0 (2 links), h0 -> h16 crosses a spine (4 links).
+    let text = crate::shipped("leaf-spine-8x8");
+    for (dst, links) in [(1, 2u64), (16, 4)] {
+        let size = 10_500; // 11 packets: 10 of 1000 B, one of 500 B
+        let opts = RunOptions {
+            traffic: Pattern::Pair(0, dst),
+            flow_size: size,
+            transport: emu_orchestrator::experiment::Transport::RoceLossless,
+            ..RunOptions::default()
+        };
+        let s = run(text, &opts).summary;
+        let f = &s.flows[0];
+        // base RTT = 2 x links x 1 us + links x (1000 B at 100G = 80 ns);
+        // wire bytes = payload + 58 B per packet + a 16 B RETH on the first.
+        let wire = size + 11 * 58 + 16;
+        let hand = 2 * links * 1_000 + links * 80 + wire * 8 / 100;
+        assert_eq!(f.ideal_fct, Some(hand), "h0 -> h{dst}");
+        // The sender's FCT is the last ACK's arrival after the flow's start.
+        let sender = f.sender_fct.unwrap();
+        assert!(sender > f.fct.unwrap(), "the last ACK comes after the last byte arrives");
+        let sd = f.slowdown_ns3.unwrap();
+        assert_eq!(sd, (sender as f64 / hand as f64).max(1.0));
+    }
+}

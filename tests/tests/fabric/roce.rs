@@ -168,7 +168,15 @@ fn dcqcn_shares_a_bottleneck_fairly_and_paces_cnps() {
     // Two 8 MB flows into one 25 Gbit/s host link, lossless.
     let text = shipped("leaf-spine-2x4");
     let list = "2\n0 15 3 8000000 0\n1 15 3 8000000 0\n".to_string();
-    let opts = RunOptions { transport: Transport::RoceLossless, flow_list: Some(("two.txt".into(), list)), ..RunOptions::default() };
+    // A CNP per ECN-marked packet is the authors' default; space them as a
+    // ConnectX's min_time_between_cnps does, to check the pacing.
+    let params = [("dcqcn.cnp_interval".to_string(), "4us".to_string())].into_iter().collect();
+    let opts = RunOptions {
+        transport: Transport::RoceLossless,
+        flow_list: Some(("two.txt".into(), list)),
+        transport_params: params,
+        ..RunOptions::default()
+    };
     let s = run(text, &opts).summary;
     let (a, b) = (&s.flows[0], &s.flows[1]);
     let (fa, fb) = (a.fct.unwrap() as f64, b.fct.unwrap() as f64);
@@ -183,4 +191,58 @@ fn dcqcn_shares_a_bottleneck_fairly_and_paces_cnps() {
         assert!(f.cnps <= active / 4_000 + 1 + f.naks, "{} CNPs in {} ns", f.cnps, active);
         assert!(f.cnps <= f.ecn_marks + f.naks);
     }
+}
+
+#[test]
+fn a_flow_cut_in_a_congestion_episode_recovers_within_the_time_the_dcqcn_rules_imply() {
+    // h0 and h1 (leaf0) send to h2 (leaf1) over 100G links: A (300 KB) and
+    // B (40 MB) share h2's link until A ends; the queue they build there
+    // gets B cut by DCQCN, several times in a row.
+    let ecn = "[switches]\nbuffer = \"9MB\"\necn = { kmin = \"100KB\", kmax = \"400KB\", pmax = 0.2 }\n";
+    let text = crate::leaf_spine(2, 1, 2, r#"{ rate = "100Gbps", delay = "1us" }"#, ecn);
+    let topo = Topology::parse("two.toml", &text).unwrap();
+    let opts = RunOptions {
+        transport: Transport::RoceLossless,
+        flow_list: Some(("two.txt".into(), "2\n0 2 3 300000 0\n1 2 3 40000000 0\n".into())),
+        ..RunOptions::default()
+    };
+    let mut e = emu_orchestrator::experiment::prepare(&topo, &opts).unwrap().engine;
+    let h1 = topo.fabric.node_by_name("h1").unwrap();
+    let cfg = emu_node::host::roce::DcqcnConfig::default();
+    let line = 100e9;
+    let qp_b = |e: &Engine| match e.nodes().get(h1.index()) {
+        Some(Node::RoceHost(h)) => h.send_qps()[0].clone(),
+        _ => panic!("h1 is a RoCE host"),
+    };
+    // Step 1 us at a time, noting B's last CNP; stop once B has been quiet
+    // for the whole bound.
+    let step = 1_000;
+    let (mut t, mut cnps, mut last_cnp, mut cut_seen) = (0, 0, 0, false);
+    // The authors' rules: the last cut comes at the first decrease check
+    // after the last CNP (<= decrease_interval + 1 ns); from then on the
+    // target is the line rate (kept while stage 0) and every rp_timer
+    // halves the distance to it, so from the lowest rate (min_rate) k
+    // increases bring it within 10 %: (line - min) / 2^k <= 0.1 line.
+    let min = cfg.min_rate.bps() as f64;
+    let k = ((line - min) / (0.1 * line)).log2().ceil() as u64;
+    let bound = cfg.decrease_interval + 1 + k * cfg.rp_timer + step;
+    loop {
+        t += step;
+        e.run_until(t, u64::MAX);
+        let b = qp_b(&e);
+        assert!(b.acked_at.is_none(), "B must still be sending at {t} ns (last CNP at {last_cnp} ns, rate {})", b.rate);
+        if b.cnps > cnps {
+            cnps = b.cnps;
+            last_cnp = t;
+            cut_seen |= b.rate < 0.9 * line;
+            assert_eq!(b.dcqcn().target, line, "consecutive cuts keep the target (stage 0) at {t} ns");
+        }
+        if cut_seen && t >= last_cnp + bound {
+            break;
+        }
+        assert!(t < 20_000_000, "the congestion episode never ended");
+    }
+    let b = qp_b(&e);
+    assert!(cut_seen, "B was cut below 90 % of the line rate");
+    assert!(b.rate >= 0.9 * line, "{} bit/s {} ns after the last CNP (bound from the rules: {} ns)", b.rate, t - last_cnp, bound);
 }
