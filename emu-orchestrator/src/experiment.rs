@@ -12,7 +12,7 @@ use crate::topology::Topology;
 use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
 use emu_node::fabric::NodeKind;
 use emu_node::fct::SlowdownDefinition;
-use emu_node::host::roce::Recovery;
+use emu_node::host::roce::{IrnResend, Recovery};
 use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
@@ -101,7 +101,7 @@ impl std::str::FromStr for Transport {
 pub const TRANSPORT_PARAM_GROUPS: [&str; 4] = ["roce", "irn", "dcqcn", "tcp"];
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 23] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 24] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
     ("tcp.mss", "bytes", "maximum segment size (1460)"),
@@ -113,6 +113,7 @@ pub const TRANSPORT_PARAMS: [(&str, &str, &str); 23] = [
     ("irn.bdp", "size", "IRN in-flight limit (default: the fabric's BDP)"),
     ("irn.rto_low", "duration", "IRN timeout with <= 3 packets in flight (100us)"),
     ("irn.rto_high", "duration", "IRN timeout otherwise (320us)"),
+    ("irn.resend", "selective|from-unacked", "what a NAK resends: the missing packet (selective, the IRN paper) or every unreported packet from the oldest unacknowledged on (from-unacked, the ConWeave authors' simulator)"),
     ("dcqcn.enabled", "bool", "DCQCN on/off (true)"),
     ("dcqcn.g", "fraction", "alpha gain (1/256)"),
     ("dcqcn.alpha_interval", "duration", "period of the alpha update from the CNP-arrived bit (1us)"),
@@ -183,10 +184,17 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
             }
             "roce.nak_interval" => rc.nak_interval = dur()?,
             "roce.gbn_timeout" => rc.gbn_timeout = dur()?,
-            "irn.bdp" | "irn.rto_low" | "irn.rto_high" => match &mut rc.recovery {
-                Recovery::Irn { bdp_bytes, rto_low, rto_high } => match k.as_str() {
+            "irn.bdp" | "irn.rto_low" | "irn.rto_high" | "irn.resend" => match &mut rc.recovery {
+                Recovery::Irn { bdp_bytes, rto_low, rto_high, resend } => match k.as_str() {
                     "irn.bdp" => *bdp_bytes = parse_size(v).map_err(|e| bad(e.to_string()))?,
                     "irn.rto_low" => *rto_low = dur()?,
+                    "irn.resend" => {
+                        *resend = match v.as_str() {
+                            "selective" => IrnResend::Selective,
+                            "from-unacked" => IrnResend::FromUnacked,
+                            _ => return Err(bad("expected selective or from-unacked".into())),
+                        }
+                    }
                     _ => *rto_high = dur()?,
                 },
                 Recovery::GoBackN => return Err(bad("IRN parameters need --transport roce-irn".into())),

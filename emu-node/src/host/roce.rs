@@ -20,6 +20,11 @@
 //!   field); the sender retransmits only the missing packet (selective
 //!   repeat), keeps at most one BDP in flight, and retransmits on a timeout
 //!   (`rto_low` when at most 3 packets are in flight, else `rto_high`).
+//!   `irn.resend = from-unacked` ([`IrnResend::FromUnacked`]) resends as
+//!   the ConWeave authors' simulator does instead: back to the oldest
+//!   unacknowledged packet, then every packet no NAK reported. weft's
+//!   default stays the IRN paper's selective repeat (what IRN and a
+//!   ConnectX with selective repeat do); `scripts/compare-ns3` sets it.
 //!
 //! DCQCN ([`DcqcnConfig`], DESIGN §8.1) follows the RNIC model of the
 //! ConWeave authors' ns-3 simulator (conweave-ns3
@@ -96,7 +101,29 @@ pub enum Recovery {
         rto_low: Nanos,
         /// Timeout otherwise.
         rto_high: Nanos,
+        /// What a NAK makes the sender resend.
+        resend: IrnResend,
     },
+}
+
+/// What an IRN sender resends when a NAK reports a hole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IrnResend {
+    /// Only the missing packet the NAK names, once (the IRN paper's
+    /// selective repeat, what weft does by default).
+    #[default]
+    Selective,
+    /// The ConWeave authors' simulator (`rdma-hw.cc` `ReceiveAck`,
+    /// `RecoverQueue`; `rdma-queue-pair.cc` `GetBytesLeft`): the first NAK
+    /// enters loss recovery and sends the QP back to its oldest
+    /// unacknowledged packet; from there it resends every packet no NAK has
+    /// reported as received (also those still in flight), until an ACK
+    /// without a hole, or the cumulative acknowledgment passing the point
+    /// where recovery began, ends it. The receiver keeps answering in-order
+    /// packets with a NAK (hole still open) while it holds out-of-order
+    /// ones (`ReceiverCheckSeq`, return 2).
+    FromUnacked,
 }
 
 /// DCQCN parameters (defaults: the ConWeave setup at 100 Gbit/s, DESIGN §8.1,
@@ -181,7 +208,10 @@ impl RoceConfig {
     }
     /// IRN with BDP flow control for `bdp_bytes` (104 000 B on leaf-spine at 100G).
     pub fn irn(bdp_bytes: u64) -> Self {
-        RoceConfig { recovery: Recovery::Irn { bdp_bytes, rto_low: 100 * MICROS, rto_high: 320 * MICROS }, ..Self::lossless() }
+        RoceConfig {
+            recovery: Recovery::Irn { bdp_bytes, rto_low: 100 * MICROS, rto_high: 320 * MICROS, resend: IrnResend::Selective },
+            ..Self::lossless()
+        }
     }
 }
 
@@ -222,6 +252,10 @@ pub struct SendQp {
     resent: std::collections::BTreeSet<u32>,
     #[serde(skip)]
     last_progress: Nanos,
+    /// IRN loss recovery ([`IrnResend::FromUnacked`]): the `snd_nxt` at
+    /// which it began.
+    #[serde(skip)]
+    recovery_until: Option<u32>,
 }
 
 /// Receiver-side state and counters of a QP.
@@ -249,6 +283,9 @@ pub struct RecvQp {
     pub completed: Option<Nanos>,
     #[serde(skip)]
     held: Vec<bool>,
+    /// Out-of-order packets held beyond `epsn` (IRN).
+    #[serde(skip)]
+    held_ahead: u32,
     #[serde(skip)]
     last_nak: Option<(Nanos, u32)>,
     #[serde(skip)]
@@ -381,6 +418,13 @@ impl SendQp {
     pub fn dcqcn(&self) -> &Dcqcn {
         &self.cc
     }
+
+    /// Moves `snd_nxt` past packets a NAK reported as received.
+    fn skip_sacked(&mut self) {
+        while self.snd_nxt < self.packets && self.sacked.get(self.snd_nxt as usize).copied().unwrap_or(false) {
+            self.snd_nxt += 1;
+        }
+    }
 }
 
 impl RoceHost {
@@ -435,6 +479,7 @@ impl RoceHost {
             sacked: Vec::new(),
             resent: Default::default(),
             last_progress: flow.start,
+            recovery_until: None,
         });
         self.active.push(self.send.len() - 1);
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
@@ -492,7 +537,10 @@ impl RoceHost {
 
     fn on_ack(&mut self, now: Nanos, qpn: u32, psn: u32, aeth: Option<Aeth>) {
         let Some(i) = self.qp_index(qpn) else { return };
-        let irn = matches!(self.cfg.recovery, Recovery::Irn { .. });
+        let irn = match self.cfg.recovery {
+            Recovery::Irn { resend, .. } => Some(resend),
+            Recovery::GoBackN => None,
+        };
         let qp = &mut self.send[i];
         match aeth.map(|a| a.kind) {
             Some(AethKind::Nak(_)) => {
@@ -502,18 +550,36 @@ impl RoceHost {
                     qp.snd_una = psn.min(qp.packets);
                     qp.last_progress = now;
                 }
-                if irn {
+                if let Some(resend) = irn {
                     let sack = aeth.map_or(0, |a| a.msn);
                     if qp.sacked.len() < qp.packets as usize {
                         qp.sacked.resize(qp.packets as usize, false);
                     }
-                    if let Some(s) = qp.sacked.get_mut(sack as usize) {
-                        *s = true;
+                    // msn = the PSN that arrived (0 with none: the NAK then
+                    // only reports the hole).
+                    if sack > 0 {
+                        if let Some(s) = qp.sacked.get_mut(sack as usize) {
+                            *s = true;
+                        }
                     }
-                    // Selective repeat: resend the missing packet once (a lost
-                    // retransmission is recovered by the timeout).
-                    if psn < qp.snd_nxt && !qp.resent.contains(&psn) {
-                        qp.retx.insert(psn);
+                    match resend {
+                        // Selective repeat: resend the missing packet once (a
+                        // lost retransmission is recovered by the timeout).
+                        IrnResend::Selective => {
+                            if psn < qp.snd_nxt && !qp.resent.contains(&psn) {
+                                qp.retx.insert(psn);
+                            }
+                        }
+                        IrnResend::FromUnacked => {
+                            if qp.recovery_until.is_none() && qp.snd_una < qp.snd_nxt {
+                                let sacked = &qp.sacked;
+                                qp.retransmits +=
+                                    (qp.snd_una..qp.snd_nxt).filter(|&p| !sacked.get(p as usize).copied().unwrap_or(false)).count() as u64;
+                                qp.recovery_until = Some(qp.snd_nxt);
+                                qp.snd_nxt = qp.snd_una;
+                            }
+                            qp.skip_sacked();
+                        }
                     }
                 } else if psn < qp.snd_nxt {
                     qp.retransmits += (qp.snd_nxt - psn) as u64;
@@ -525,7 +591,12 @@ impl RoceHost {
                     qp.snd_una = (psn + 1).min(qp.packets);
                     qp.last_progress = now;
                 }
+                // An ACK without a hole ends IRN loss recovery.
+                qp.recovery_until = None;
             }
+        }
+        if qp.recovery_until.is_some_and(|r| qp.snd_una >= r) {
+            qp.recovery_until = None;
         }
         // Late ACKs of packets sent before a go-back may pass snd_nxt.
         qp.snd_nxt = qp.snd_nxt.max(qp.snd_una);
@@ -553,6 +624,7 @@ impl RoceHost {
     #[allow(clippy::too_many_arguments)]
     fn on_data(&mut self, now: Nanos, src: Ipv4Address, ce: bool, qpn: u32, psn: u32, payload: u64, reth: Option<Reth>) {
         let irn = matches!(self.cfg.recovery, Recovery::Irn { .. });
+        let nak_while_holes = matches!(self.cfg.recovery, Recovery::Irn { resend: IrnResend::FromUnacked, .. });
         let (nak_interval, cnp_interval) = (self.cfg.nak_interval, self.cfg.dcqcn.cnp_interval);
         let p = self.cfg.payload as u64;
         let r = self.recv.entry(qpn).or_default();
@@ -574,14 +646,24 @@ impl RoceHost {
                 while r.held.get(r.epsn as usize).copied().unwrap_or(false) {
                     r.bytes += p.min(r.length.saturating_sub(r.bytes));
                     r.epsn += 1;
+                    r.held_ahead = r.held_ahead.saturating_sub(1);
                 }
             }
-            reply = Some((AethKind::Ack { credits: 31 }, r.epsn - 1, 0));
+            reply = if nak_while_holes && r.held_ahead > 0 {
+                // The hole is still open: report this packet, as a NAK.
+                r.naks += 1;
+                Some((AethKind::Nak(Aeth::NAK_PSN_SEQUENCE_ERROR), r.epsn, psn))
+            } else {
+                Some((AethKind::Ack { credits: 31 }, r.epsn - 1, 0))
+            };
         } else if psn > r.epsn {
             r.out_of_order += 1;
             if irn {
                 if r.held.len() <= psn as usize {
                     r.held.resize(psn as usize + 1, false);
+                }
+                if !r.held[psn as usize] {
+                    r.held_ahead += 1;
                 }
                 r.held[psn as usize] = true;
                 reply = Some((AethKind::Nak(Aeth::NAK_PSN_SEQUENCE_ERROR), r.epsn, psn));
@@ -759,6 +841,7 @@ impl RoceHost {
                                 qp.retransmits += 1;
                             } else {
                                 qp.snd_nxt += 1;
+                                qp.skip_sacked();
                             }
                             qp.first_sent.get_or_insert(now);
                             if qp.snd_una == qp.snd_nxt.saturating_sub(1) && !retx {

@@ -131,6 +131,22 @@ fn irn_resends_only_the_reordered_packet() {
     assert_eq!(clean.retransmits, 0);
 }
 
+#[test]
+fn irn_as_the_authors_simulator_goes_back_and_resends_every_packet_not_yet_reported() {
+    use emu_node::host::roce::{IrnResend, Recovery};
+    let mut rc = RoceConfig::irn(20_000);
+    if let Recovery::Irn { resend, .. } = &mut rc.recovery {
+        *resend = IrnResend::FromUnacked;
+    }
+    let f = reorder_run(rc, true).flows[0].clone();
+    assert_eq!(f.bytes_delivered, 200_000);
+    assert!(f.naks >= 1);
+    // PSN 10 is ~3 us late; the packets sent after it that no NAK had
+    // reported when the first NAK came back are resent too.
+    assert!(f.retransmits > 1, "go-back over the unreported packets: {} resent", f.retransmits);
+    assert!(f.sender_fct.is_some());
+}
+
 fn workload(transport: Transport, load: f64, flows: usize) -> Summary {
     let cdf = emu_node::workload::FlowSizeCdf::named("alistorage").unwrap();
     let opts = RunOptions {
