@@ -127,31 +127,16 @@ fn an_ns3_flow_list_is_replayed_flow_by_flow() {
     assert_eq!(got, vec![("h0".into(), "h15".into(), 100_000), ("h15".into(), "h0".into(), 20_000), ("h3".into(), "h9".into(), 5_000)]);
     // The first packet of flow 0 cannot arrive before its start (1 us).
     assert!(f[0]["first_arrival"].as_u64().unwrap() > 1_000);
-    std::fs::write(&list, "2\n0 99 3 100 0.1\n1 2 3 100 0.1\n").unwrap();
     let bad = tmp("flowlist-bad");
-    assert_one_line_error(
-        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
-        ":2: host index 99 is out of range",
-        &bad,
-    );
-    std::fs::write(&list, "2\n0 1 3 -100 0.1\n1 2 3 100 0.1\n").unwrap();
-    assert_one_line_error(
-        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
-        ":2: size `-100` is not a whole number",
-        &bad,
-    );
-    std::fs::write(&list, "2\n0 1 3 100 0.1\n1 2 three 100 0.1\n").unwrap();
-    assert_one_line_error(
-        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
-        ":3: priority `three` is not a whole number",
-        &bad,
-    );
-    std::fs::write(&list, "2\n0 1 3 100 0.1\n1 2 3\n").unwrap();
-    assert_one_line_error(
-        &weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]),
-        ":3: expected `src dst priority size start_seconds`",
-        &bad,
-    );
+    for (text, error) in [
+        ("2\n0 99 3 100 0.1\n1 2 3 100 0.1\n", ":2: host index 99 is out of range"),
+        ("2\n0 1 3 -100 0.1\n1 2 3 100 0.1\n", ":2: size `-100` is not a whole number"),
+        ("2\n0 1 3 100 0.1\n1 2 three 100 0.1\n", ":3: priority `three` is not a whole number"),
+        ("2\n0 1 3 100 0.1\n1 2 3\n", ":3: expected `src dst priority size start_seconds`"),
+    ] {
+        std::fs::write(&list, text).unwrap();
+        assert_one_line_error(&weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]), error, &bad);
+    }
     let _ = std::fs::remove_file(list);
     let _ = std::fs::remove_dir_all(d);
 }
