@@ -17,16 +17,8 @@ fn congested_spine(scheme: &str, transport: Transport) -> Summary {
     for i in 0..8 {
         list += &format!("{} {} 0 2000000 {}\n", i % 4, 4 + (i + 1) % 4, i as f64 * 2e-6);
     }
-    // A 4x slower spine under PFC makes OLD-path delays vary more than the
-    // leaf-spine default θ_resume_extra (16 µs) allows for; use the margin
-    // the authors give lossless paths that vary (64 µs, their fat-tree).
-    let mut params = emu_node::schemes::Params::new();
-    if scheme == "conweave" && transport == Transport::RoceLossless {
-        params.insert("theta_resume_extra_us".into(), "64".into());
-    }
     let opts = RunOptions {
         transport,
-        params,
         scheme: Some(scheme.into()),
         seed: 5,
         flow_list: Some(("congested.txt".into(), list)),

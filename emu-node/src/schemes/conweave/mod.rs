@@ -56,11 +56,10 @@
 //! every register is accessed once per pass in increasing stage order.
 //!
 //! Parameters and defaults (paper Table 3 and §4.1; DESIGN §6.1): θ_reply
-//! 8 µs, θ_path_busy 8 µs, θ_inactive 300 µs, θ_resume_extra 16 µs,
-//! θ_resume_default 200 µs; on a 3-tier fabric (detected from the switch's
+//! 8 µs, θ_path_busy 8 µs, θ_inactive 300 µs, θ_resume_extra 16 µs (64 µs
+//! on lossless switches, Appendix A), θ_resume_default 200 µs; on a 3-tier fabric (detected from the switch's
 //! upward fan-out) θ_path_busy 16 µs, θ_inactive 1 ms, θ_resume_default
-//! 600 µs and, with PFC, θ_resume_extra 64 µs (the authors' `run.py`:
-//! leaf-spine 16 µs with or without PFC), unless set explicitly.
+//! 600 µs, unless set explicitly.
 //!
 //! Tofino2 resources (`weft resources --scheme conweave`, with the L3
 //! tables every program carries): 13 of 20 ingress stages, 13 stateful ALUs
@@ -114,7 +113,7 @@ pub fn info() -> SchemeInfo {
             },
             ParamInfo {
                 name: "theta_resume_extra_us",
-                default: "16 (3-tier with PFC: 64)",
+                default: "16 (with PFC: 64)",
                 unit: "µs",
                 doc: "added to the T_resume estimate (Appendix A)",
             },
@@ -984,9 +983,8 @@ impl Program for ConWeave {
         self.upper_fanout = view.upper_fanout.max(1);
         self.host_facing = view.host_facing.clone();
         self.queues_per_port = view.queues_per_port;
-        if view.pfc && self.upper_fanout > 1 && !self.explicit.contains_key("theta_resume_extra_us") {
-            // Lossless 3-tier paths vary more: the authors' run.py uses 64 µs
-            // there and 16 µs on leaf-spine with or without PFC.
+        if view.pfc && !self.explicit.contains_key("theta_resume_extra_us") {
+            // Lossless (PFC) paths vary more: the authors use 64 µs (Appendix A).
             self.times.resume_extra = 64_000;
         }
         if self.upper_fanout > 1 {
