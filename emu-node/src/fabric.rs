@@ -12,7 +12,7 @@
 use crate::ids::{LinkId, NodeId, PortId};
 use crate::schemes::Params;
 use crate::time::{BitRate, Nanos};
-use crate::tofino::RedConfig;
+use crate::tofino::{BufferRules, RedConfig};
 use crate::wire::{EthernetAddress, Ipv4Address};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -99,6 +99,9 @@ pub struct SwitchSpec {
     pub pfc: bool,
     /// ECN marking on data queues.
     pub ecn: Option<RedConfig>,
+    /// Buffer-sharing, PFC and ECN rules of the traffic manager.
+    #[serde(default)]
+    pub buffer_rules: BufferRules,
     /// Routing table.
     pub routes: Vec<Route>,
     /// For a leaf (a switch hosts attach to): its index among the fabric's
@@ -129,6 +132,7 @@ impl SwitchSpec {
             queues_per_port: None,
             pfc: false,
             ecn: None,
+            buffer_rules: BufferRules::Tofino,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

@@ -19,6 +19,7 @@ use emu_node::ids::FlowId;
 use emu_node::results::{ImbalanceSampler, Summary};
 use emu_node::schemes::{self, Params, SchemeError};
 use emu_node::time::{BitRate, Nanos};
+use emu_node::tofino::BufferRules;
 use emu_node::traffic::{Pattern, PatternError};
 use emu_node::workload::{host_link_load, parse_flow_list, FlowSizeCdf, PoissonArrivals};
 use std::time::{Duration, Instant};
@@ -97,8 +98,29 @@ impl std::str::FromStr for Transport {
     }
 }
 
-/// Prefixes of transport parameters in `--set`.
-pub const TRANSPORT_PARAM_GROUPS: [&str; 4] = ["roce", "irn", "dcqcn", "tcp"];
+/// Prefixes of transport and traffic-manager parameters in `--set` (they
+/// travel in [`RunOptions::transport_params`]).
+pub const TRANSPORT_PARAM_GROUPS: [&str; 5] = ["roce", "irn", "dcqcn", "tcp", "tm"];
+
+/// Traffic-manager parameters of every switch: (name, unit, meaning).
+pub const TM_PARAMS: [(&str, &str, &str); 1] = [(
+    "tm.buffer",
+    "tofino|ns3",
+    "buffer sharing, PFC and ECN rules: weft's Tofino2 model (tofino), or the ConWeave authors' ns-3 switch MMU (ns3: switch-mmu.cc, see docs/CALIBRATION.md)",
+)];
+
+/// The traffic-manager rules `--set tm.buffer=` asks for.
+pub fn buffer_rules(params: &std::collections::BTreeMap<String, String>) -> Result<BufferRules, RunError> {
+    let mut rules = BufferRules::Tofino;
+    for (k, v) in params.iter().filter(|(k, _)| k.starts_with("tm.")) {
+        if k != "tm.buffer" {
+            let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
+            return Err(RunError::Transport(format!("--set {k}: unknown traffic-manager parameter (known: {})", known.join(", "))));
+        }
+        rules = v.parse().map_err(|e| RunError::Transport(format!("--set {k}={v}: {e}")))?;
+    }
+    Ok(rules)
+}
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
 pub const TRANSPORT_PARAMS: [(&str, &str, &str); 24] = [
@@ -138,7 +160,7 @@ pub const TRANSPORT_PARAMS: [(&str, &str, &str); 24] = [
 
 fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
     use crate::units::{parse_duration, parse_size};
-    for (k, v) in params {
+    for (k, v) in params.iter().filter(|(k, _)| !k.starts_with("tm.")) {
         let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
         match k.as_str() {
             "tcp.cc" => {
@@ -170,7 +192,7 @@ fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<Stri
 
 fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
     use crate::units::{parse_duration, parse_rate, parse_size};
-    for (k, v) in params {
+    for (k, v) in params.iter().filter(|(k, _)| !k.starts_with("tm.")) {
         let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
         let dur = || parse_duration(v).map_err(|e| bad(e.to_string()));
         let rate = || parse_rate(v).map_err(|e| bad(e.to_string()));
@@ -316,6 +338,8 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
                 s.scheme = sc.clone();
             }
             s.params.extend(opts.params.clone());
+            // prepare() has rejected a bad value already.
+            s.buffer_rules = buffer_rules(&opts.transport_params).unwrap_or_default();
             match (opts.pfc, opts.transport) {
                 (Some(p), _) => s.pfc = p,
                 (None, Transport::RoceLossless) => s.pfc = true,
@@ -351,6 +375,7 @@ pub struct Prepared {
 
 /// Prepares the engine (fabric with overrides applied, flows added).
 pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError> {
+    buffer_rules(&opts.transport_params)?;
     let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
@@ -383,7 +408,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     };
     let host_rate = hosts.first().and_then(|h| fabric.nodes[h.index()].ports.first()).map_or(BitRate::gbps(100), |p| p.rate);
     let host_transport = match opts.transport {
-        Transport::Udp if !opts.transport_params.is_empty() => {
+        Transport::Udp if opts.transport_params.keys().any(|k| !k.starts_with("tm.")) => {
             return Err(RunError::Transport(
                 "RoCE/DCQCN parameters (--set roce.*, irn.*, dcqcn.*) need --transport roce-lossless or roce-irn".into(),
             ))

@@ -324,6 +324,11 @@ fn real_main(cli: Cli) -> Result<()> {
                 println!("  {name:<24} ({unit}) {doc}");
             }
             println!();
+            println!("Traffic-manager parameters (--set, every switch):");
+            for (name, unit, doc) in experiment::TM_PARAMS {
+                println!("  {name:<24} ({unit}) {doc}");
+            }
+            println!();
             for s in schemes::catalog() {
                 println!("{} — {}\n  source: {}", s.name, s.summary, s.source);
                 for p in s.params {

@@ -282,6 +282,7 @@ impl SwitchSettings {
             queues_per_port: self.queues,
             pfc: self.pfc,
             ecn: self.ecn,
+            buffer_rules: Default::default(),
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

@@ -22,7 +22,7 @@ use crate::host::{RoceConfig, RoceHost, TcpConfig, TcpHost, UdpHost};
 use crate::ids::{LinkId, NodeId, PortId};
 use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
 use crate::time::{BitRate, Nanos};
-use crate::tofino::{PfcConfig, TargetProfile, TmConfig};
+use crate::tofino::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, TargetProfile, TmConfig};
 use bytes::BytesMut;
 use event_queue::{Event, EventQueue};
 use std::collections::VecDeque;
@@ -220,6 +220,11 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &EngineConfig) -> R
     let mut tm = TmConfig::standard(queues, buffer, target.cell_bytes, s.ecn);
     if s.pfc {
         tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
+    }
+    if s.buffer_rules == BufferRules::Ns3 {
+        let headroom_bytes =
+            n.ports.iter().map(|p| Ns3Mmu::headroom_for(p.rate.bps(), fabric.links.get(p.link.index()).map_or(0, |l| l.delay))).collect();
+        tm.buffer_model = BufferModel::Ns3(Ns3Mmu { headroom_bytes });
     }
     Ok(SwitchConfig {
         target,

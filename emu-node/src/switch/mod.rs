@@ -504,7 +504,7 @@ impl Switch {
         if !up {
             p.mac_control.clear();
             let mut pfc = std::mem::take(&mut self.pfc_scratch);
-            self.counters.drop_link_down += self.tm.flush_port(port, &mut pfc);
+            self.counters.drop_link_down += self.tm.flush_port(now, port, &mut pfc);
             for c in 0..8 {
                 self.tm.pfc_receive(port, c, 0);
             }
@@ -836,8 +836,11 @@ impl Switch {
         p.mac_control.push_back(f);
         if pause {
             p.counters.pfc_pause_sent += 1;
-            let refresh = pfc::quanta_to_ns(quanta, p.serializer.rate()) / 2;
-            self.timers.push(Reverse((now + refresh.max(1), Timer::PfcRefresh(port.0, class))));
+            let hold = pfc::quanta_to_ns(quanta, p.serializer.rate());
+            self.tm.pfc_pause_sent(port, class, now + hold);
+            if self.tm.refreshes_pause() {
+                self.timers.push(Reverse((now + (hold / 2).max(1), Timer::PfcRefresh(port.0, class))));
+            }
         } else {
             p.counters.pfc_resume_sent += 1;
         }

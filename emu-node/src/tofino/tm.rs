@@ -17,6 +17,49 @@
 //! - ECN (RED: Kmin, Kmax, Pmax) is decided at dequeue on the queue depth
 //!   including the departing packet.
 //!
+//! With [`BufferModel::Ns3`] the admission, PFC and ECN rules are instead
+//! those of the ConWeave authors' ns-3 switch (github
+//! conweave-project/conweave-ns3, src/point-to-point/model/switch-mmu.cc,
+//! `SwitchMmu` in dynamic-threshold mode, and switch-node.cc, `SwitchNode`),
+//! so that weft can be calibrated against that simulator (issue 11):
+//! - ingress accounting in bytes per (ingress port, class) and per ingress
+//!   port, with a pool limit of buffer − Σ per-port headroom − ports × 8 MTU
+//!   (`InitSwitch`: `m_buffer_cell_limit_sp`), headroom per port
+//!   2 × rate × delay + 2 MTU (network-load-balance.cc, `ConfigHdrm`), MTU
+//!   = 1048 B (switch-mmu.h); control traffic (the control queue, their
+//!   queue 0) is not accounted (`DoSwitchSend`, `SwitchNotifyDequeue`);
+//! - XOFF when a class holds more than 2 MTU (`m_pg_min_cell +
+//!   m_port_min_cell`) plus α_in × (pool limit − pool use), or its headroom
+//!   is in use (`GetPauseClasses`); a pause frame is sent on *every*
+//!   admitted packet while that holds (`CheckAndSendPfc`), never refreshed
+//!   by a timer, so an upstream port whose pause expires sends again until
+//!   the next arrival renews it;
+//! - XON at the dequeue of a packet of that port and class, only while the
+//!   last pause sent has not expired, when the class is below α_in ×
+//!   (pool limit − pool use − 16) over its 2 MTU and no headroom is in use
+//!   (`GetResumeClasses`, `CheckAndSendResume`); after the pause expired no
+//!   XON is sent;
+//! - ingress drop only when the pool is exhausted and the class's headroom
+//!   too (`CheckIngressAdmission`); egress drop (for every class, lossless
+//!   ones included) when a queue's bytes beyond its 1 MTU + 1 B minimum
+//!   exceed egress α × (buffer − ports × 8 MTU − egress shared use)
+//!   (`CheckEgressAdmission`, `UpdateEgressAdmission`);
+//! - RED on the queue's shared bytes after the departing packet left, i.e.
+//!   the depth without it minus the 1049 B minimum (`SwitchNotifyDequeue`
+//!   calls `RemoveFromEgressAdmission` before `ShouldSendCN`);
+//! - no cut-through: every packet is admitted, queued and dequeued, as in
+//!   ns-3 (it makes no timing difference, only the accounting);
+//! - packets that arrive for a queue the pipeline paused (ConWeave's reorder
+//!   queues) stay out of the ingress accounting until the queue resumes: the
+//!   authors hold them in VOQs outside the MMU (conweave-routing.cc,
+//!   `RouteInput` returns before `DoSwitchSend`; conweave-voq.cc,
+//!   `FlushAllImmediately` admits them), so they never cause PFC there.
+//!
+//! One simplification: ns-3 keeps priority group 1 in a second pool and
+//! checks every class of the ingress port on each arrival; weft puts all
+//! classes in one pool and checks the arriving class (weft's RoCE runs use
+//! one data class, so both are the same there).
+//!
 //! No I/O, no clock: `now` is passed in; randomness comes from the caller's RNG.
 
 use crate::ids::{PortId, QueueId};
@@ -89,6 +132,60 @@ impl Default for PfcConfig {
     }
 }
 
+/// The authors' ns-3 MTU constant (`SwitchMmu::MTU`, "1000 + headers").
+pub const NS3_MTU: u64 = 1048;
+
+/// Whose buffer-sharing, PFC and ECN rules the traffic manager follows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferModel {
+    /// weft's Tofino2 model (the module doc's invariants).
+    #[default]
+    Tofino,
+    /// The ConWeave authors' ns-3 switch MMU (module doc).
+    Ns3(Ns3Mmu),
+}
+
+/// Which buffer model a switch asks for (`--set tm.buffer=tofino|ns3`);
+/// the engine turns it into a [`BufferModel`] with the port parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferRules {
+    /// [`BufferModel::Tofino`].
+    #[default]
+    Tofino,
+    /// [`BufferModel::Ns3`].
+    Ns3,
+}
+
+impl std::str::FromStr for BufferRules {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tofino" => Ok(BufferRules::Tofino),
+            "ns3" => Ok(BufferRules::Ns3),
+            _ => Err(format!("unknown buffer model `{s}` (tofino, ns3)")),
+        }
+    }
+}
+
+/// Parameters of [`BufferModel::Ns3`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ns3Mmu {
+    /// PFC headroom of each port in bytes, 2 × rate × delay + 2 MTU (a port
+    /// not listed gets none).
+    pub headroom_bytes: Vec<u64>,
+}
+
+impl Ns3Mmu {
+    /// The headroom the authors configure for a port of `rate_bps` on a link
+    /// of `delay_ns` (network-load-balance.cc: `rate * delay / 8 / 1e9 * 2 +
+    /// 2 * MTU`, integer arithmetic).
+    pub fn headroom_for(rate_bps: u64, delay_ns: u64) -> u64 {
+        (rate_bps as u128 * delay_ns as u128 / 8 / 1_000_000_000) as u64 * 2 + 2 * NS3_MTU
+    }
+}
+
 /// Configuration of the traffic manager.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TmConfig {
@@ -108,6 +205,9 @@ pub struct TmConfig {
     pub pause_leak_packets: u32,
     /// Bytes of DWRR quantum per unit of weight.
     pub dwrr_quantum_bytes: u32,
+    /// Buffer-sharing, PFC and ECN rules.
+    #[serde(default)]
+    pub buffer_model: BufferModel,
 }
 
 impl TmConfig {
@@ -138,6 +238,7 @@ impl TmConfig {
             pfc: None,
             pause_leak_packets: 2,
             dwrr_quantum_bytes: 1536,
+            buffer_model: BufferModel::Tofino,
         }
     }
 }
@@ -157,6 +258,11 @@ pub struct QueuedPacket {
     pub enq_depth: u64,
     /// Buffer cells held.
     cells: u32,
+    /// Accounted by the ns-3 buffer model (not control traffic).
+    mmu_counted: bool,
+    /// ns-3 model: held by a pipeline pause, so not yet in the ingress
+    /// accounting (the authors' ConWeave VOQs sit outside their MMU).
+    ingress_pending: bool,
 }
 
 /// Why a packet was not enqueued.
@@ -248,6 +354,104 @@ pub struct Dequeued {
     pub deq_depth: u64,
 }
 
+/// Accounting of [`BufferModel::Ns3`] (names after switch-mmu.cc).
+#[derive(Debug)]
+struct Ns3Accounting {
+    /// `m_pg_hdrm_limit` per port.
+    headroom_limit: Vec<u64>,
+    /// `m_buffer_cell_limit_sp`: buffer − Σ headroom − ports × 8 MTU.
+    ingress_limit: u64,
+    /// `m_op_buffer_shared_limit_cell`: buffer − ports × 8 MTU.
+    egress_limit: u64,
+    /// `m_usedIngressPGBytes` per (port, class).
+    ingress_pg: Vec<[u64; 8]>,
+    /// `m_usedIngressPortBytes`.
+    ingress_port: Vec<u64>,
+    /// `m_usedIngressPGHeadroomBytes`.
+    headroom_used: Vec<[u64; 8]>,
+    /// `m_usedIngressSPBytes` (one pool).
+    ingress_used: u64,
+    /// `m_usedEgressSPBytes`: Σ queue bytes beyond each queue's minimum.
+    egress_used: u64,
+    /// When the last pause sent out of (port, class) expires (`paused`).
+    pause_until: Vec<[Nanos; 8]>,
+}
+
+/// `m_q_min_cell`: bytes of a queue not counted as shared.
+const NS3_Q_MIN: u64 = NS3_MTU + 1;
+
+impl Ns3Accounting {
+    fn new(m: &Ns3Mmu, buffer: u64, ports: usize) -> Self {
+        let headroom_limit: Vec<u64> = (0..ports).map(|i| m.headroom_bytes.get(i).copied().unwrap_or(0)).collect();
+        let reserve = ports as u64 * 8 * NS3_MTU;
+        Ns3Accounting {
+            ingress_limit: buffer.saturating_sub(headroom_limit.iter().sum::<u64>() + reserve),
+            egress_limit: buffer.saturating_sub(reserve),
+            headroom_limit,
+            ingress_pg: vec![[0; 8]; ports],
+            ingress_port: vec![0; ports],
+            headroom_used: vec![[0; 8]; ports],
+            ingress_used: 0,
+            egress_used: 0,
+            pause_until: vec![[0; 8]; ports],
+        }
+    }
+
+    fn shared(queue_bytes: u64) -> u64 {
+        queue_bytes.saturating_sub(NS3_Q_MIN)
+    }
+
+    /// `CheckEgressAdmission`: whether a queue now holding `queue_bytes` may take `len` more.
+    fn egress_admits(&self, queue_bytes: u64, len: u64, alpha: f64) -> bool {
+        let shared = Self::shared(queue_bytes);
+        self.egress_used + len <= self.egress_limit && (shared + len) as f64 <= alpha * (self.egress_limit as f64 - self.egress_used as f64)
+    }
+
+    /// `CheckIngressAdmission` for a packet from `port`.
+    fn ingress_admits(&self, port: usize, class: usize, len: u64) -> bool {
+        let beyond_min = self.ingress_pg[port][class] + len > NS3_MTU && self.ingress_port[port] + len > NS3_MTU;
+        !(beyond_min && self.ingress_used > self.ingress_limit && self.headroom_used[port][class] + len > self.headroom_limit[port])
+    }
+
+    /// `UpdateIngressAdmission`.
+    fn admit_ingress(&mut self, port: usize, class: usize, len: u64) {
+        self.ingress_used += len;
+        self.ingress_port[port] += len;
+        self.ingress_pg[port][class] += len;
+        if self.ingress_used > self.ingress_limit {
+            self.headroom_used[port][class] += len;
+        }
+    }
+
+    /// `RemoveFromIngressAdmission`.
+    fn release_ingress(&mut self, port: usize, class: usize, len: u64) {
+        self.ingress_used = self.ingress_used.saturating_sub(len);
+        self.ingress_port[port] = self.ingress_port[port].saturating_sub(len);
+        self.ingress_pg[port][class] = self.ingress_pg[port][class].saturating_sub(len);
+        self.headroom_used[port][class] = self.headroom_used[port][class].saturating_sub(len);
+    }
+
+    /// Egress shared use after a queue went from `before` to `after` bytes.
+    fn egress_change(&mut self, before: u64, after: u64) {
+        self.egress_used = (self.egress_used + Self::shared(after)).saturating_sub(Self::shared(before));
+    }
+
+    /// `GetPauseClasses` (dynamic threshold) for one class.
+    fn should_pause(&self, port: usize, class: usize, alpha: f64) -> bool {
+        let pg = self.ingress_pg[port][class];
+        if pg <= 2 * NS3_MTU {
+            return false;
+        }
+        (pg - 2 * NS3_MTU) as f64 > alpha * (self.ingress_limit as f64 - self.ingress_used as f64) || self.headroom_used[port][class] != 0
+    }
+
+    /// `GetResumeClasses` (dynamic threshold) for one class.
+    fn may_resume(&self, port: usize, class: usize, alpha: f64) -> bool {
+        let over = self.ingress_pg[port][class] as f64 - 2.0 * NS3_MTU as f64;
+        over < alpha * (self.ingress_limit as f64 - self.ingress_used as f64 - 16.0) && self.headroom_used[port][class] == 0
+    }
+}
+
 /// The traffic manager of one switch.
 #[derive(Debug)]
 pub struct TrafficManager {
@@ -260,6 +464,7 @@ pub struct TrafficManager {
     ingress_cells: Vec<[u64; 8]>,
     xoff: Vec<u8>,
     max_used_cells: u64,
+    ns3: Option<Ns3Accounting>,
 }
 
 impl TrafficManager {
@@ -303,6 +508,10 @@ impl TrafficManager {
             ingress_cells: vec![[0; 8]; ports],
             xoff: vec![0; ports],
             max_used_cells: 0,
+            ns3: match &cfg.buffer_model {
+                BufferModel::Tofino => None,
+                BufferModel::Ns3(m) => Some(Ns3Accounting::new(m, cfg.buffer_bytes, ports)),
+            },
             cfg,
         }
     }
@@ -343,35 +552,77 @@ impl TrafficManager {
         let cells = self.cells_of(frame.len());
         let lossless = self.is_lossless(class);
         let free = self.total_cells.saturating_sub(self.used_cells);
+        let control = qi == self.cfg.queues_per_port as usize - 1;
+        let len = frame.len() as u64;
         let p = &mut self.ports[port.index()];
         let q = &mut p.queues[qi];
         if cells as u64 > free {
             q.stats.drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
         }
-        if !lossless && (q.cells + cells as u64) as f64 > self.cfg.egress_alpha * free as f64 {
+        let mmu_counted = self.ns3.is_some() && !control;
+        let ingress_pending = mmu_counted && q.paused;
+        if let Some(n3) = &self.ns3 {
+            if !control && !n3.egress_admits(q.bytes, len, self.cfg.egress_alpha) {
+                q.stats.drops_threshold += 1;
+                return Err((DropReason::DynamicThreshold, frame));
+            }
+            if let Some(ip) = ingress_port.filter(|_| !control && !ingress_pending) {
+                if !n3.ingress_admits(ip.index(), (class & 7) as usize, len) {
+                    q.stats.drops_buffer_full += 1;
+                    return Err((DropReason::BufferFull, frame));
+                }
+            }
+        } else if !lossless && (q.cells + cells as u64) as f64 > self.cfg.egress_alpha * free as f64 {
             q.stats.drops_threshold += 1;
             return Err((DropReason::DynamicThreshold, frame));
         }
         let enq_depth = q.bytes;
         p.depth_hists[qi].record(enq_depth);
-        q.bytes += frame.len() as u64;
+        q.bytes += len;
         q.cells += cells as u64;
         q.stats.enq_packets += 1;
         q.stats.max_depth_bytes = q.stats.max_depth_bytes.max(q.bytes);
-        p.bytes += frame.len() as u64;
+        let depth_after = q.bytes;
+        p.bytes += len;
         p.nonempty |= 1u128 << qi;
-        q.pkts.push_back(QueuedPacket { frame, ingress_port, pfc_class: class, enq_ts: now, enq_depth, cells });
+        q.pkts.push_back(QueuedPacket {
+            frame,
+            ingress_port,
+            pfc_class: class,
+            enq_ts: now,
+            enq_depth,
+            cells,
+            mmu_counted,
+            ingress_pending,
+        });
         self.used_cells += cells as u64;
         self.max_used_cells = self.max_used_cells.max(self.used_cells);
         if let Some(ip) = ingress_port {
             let c = &mut self.ingress_cells[ip.index()][class as usize];
             *c += cells as u64;
             let held = *c;
-            if lossless && self.xoff[ip.index()] & (1 << class) == 0 && held > self.xoff_threshold_cells() {
-                self.xoff[ip.index()] |= 1 << class;
-                pfc.push(PfcTransition { port: ip, class, pause: true });
+            match &mut self.ns3 {
+                None => {
+                    if lossless && self.xoff[ip.index()] & (1 << class) == 0 && held > self.xoff_threshold_cells() {
+                        self.xoff[ip.index()] |= 1 << class;
+                        pfc.push(PfcTransition { port: ip, class, pause: true });
+                    }
+                }
+                Some(n3) if mmu_counted && !ingress_pending => {
+                    n3.admit_ingress(ip.index(), (class & 7) as usize, len);
+                    // CheckAndSendPfc: a pause on every arrival over the threshold.
+                    let alpha = self.cfg.pfc.map_or(0.0, |p| p.alpha_in);
+                    if lossless && n3.should_pause(ip.index(), (class & 7) as usize, alpha) {
+                        self.xoff[ip.index()] |= 1 << class;
+                        pfc.push(PfcTransition { port: ip, class, pause: true });
+                    }
+                }
+                Some(_) => {}
             }
+        }
+        if let Some(n3) = self.ns3.as_mut().filter(|_| mmu_counted) {
+            n3.egress_change(enq_depth, depth_after);
         }
         Ok(())
     }
@@ -395,7 +646,7 @@ impl TrafficManager {
         let cells = self.cells_of(frame.len()) as u64;
         let free = self.total_cells.saturating_sub(self.used_cells);
         let Some(p) = self.ports.get_mut(port.index()) else { return Err(PassThrough::Queued(frame)) };
-        if p.nonempty != 0 || p.queues[qi].paused || p.pfc_paused_until[class] > now {
+        if self.ns3.is_some() || p.nonempty != 0 || p.queues[qi].paused || p.pfc_paused_until[class] > now {
             return Err(PassThrough::Queued(frame));
         }
         let q = &mut p.queues[qi];
@@ -415,7 +666,16 @@ impl TrafficManager {
             }
             None => false,
         };
-        let pkt = QueuedPacket { frame, ingress_port: None, pfc_class: class as u8, enq_ts: now, enq_depth: 0, cells: cells as u32 };
+        let pkt = QueuedPacket {
+            frame,
+            ingress_port: None,
+            pfc_class: class as u8,
+            enq_ts: now,
+            enq_depth: 0,
+            cells: cells as u32,
+            mmu_counted: false,
+            ingress_pending: false,
+        };
         Ok(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth: len })
     }
 
@@ -485,14 +745,22 @@ impl TrafficManager {
                 p.held |= 1u128 << qi;
             }
         }
+        let red_depth = match self.ns3.as_mut().filter(|_| pkt.mmu_counted) {
+            Some(n3) => {
+                // SwitchNotifyDequeue: removed first, then ShouldSendCN on the shared bytes.
+                n3.egress_change(deq_depth, deq_depth - len);
+                Ns3Accounting::shared(deq_depth - len)
+            }
+            None => deq_depth,
+        };
         let mark_ce = match self.cfg.queues[qi].ecn {
             Some(red) => {
-                let pr = red.probability(deq_depth);
+                let pr = red.probability(red_depth);
                 pr >= 1.0 || (pr > 0.0 && rng.random::<f64>() < pr)
             }
             None => false,
         };
-        self.release(&pkt, pfc);
+        self.release(now, &pkt, pfc);
         Some(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth })
     }
 
@@ -558,13 +826,24 @@ impl TrafficManager {
         }
     }
 
-    /// Resumes a queue from the data plane (credit 0).
+    /// Resumes a queue from the data plane (credit 0). With the ns-3 model
+    /// the packets it held enter the ingress accounting now, as the authors'
+    /// VOQ flush admits them (`ConWeaveVOQ::FlushAllImmediately` →
+    /// `DoSwitchSend`); the pause check waits for the next arrival.
     pub fn resume_queue(&mut self, port: PortId, queue: QueueId) {
         if let Some(p) = self.ports.get_mut(port.index()) {
             if let Some(q) = p.queues.get_mut(queue.0 as usize) {
                 q.paused = false;
                 q.leak = 0;
                 p.held &= !(1u128 << queue.0);
+                if let Some(n3) = &mut self.ns3 {
+                    for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
+                        pkt.ingress_pending = false;
+                        if let Some(ip) = pkt.ingress_port {
+                            n3.admit_ingress(ip.index(), (pkt.pfc_class & 7) as usize, pkt.frame.len() as u64);
+                        }
+                    }
+                }
             }
         }
     }
@@ -639,7 +918,7 @@ impl TrafficManager {
     }
 
     /// Drops every queued packet of a port (link down), returning how many.
-    pub fn flush_port(&mut self, port: PortId, pfc: &mut Vec<PfcTransition>) -> u64 {
+    pub fn flush_port(&mut self, now: Nanos, port: PortId, pfc: &mut Vec<PfcTransition>) -> u64 {
         let mut n = 0;
         let nq = self.cfg.queues_per_port as usize;
         for qi in 0..nq {
@@ -647,11 +926,15 @@ impl TrafficManager {
                 let p = &mut self.ports[port.index()];
                 let q = &mut p.queues[qi];
                 let len = pkt.frame.len() as u64;
+                let before = q.bytes;
                 q.bytes -= len;
                 q.cells -= pkt.cells as u64;
                 q.stats.drops_buffer_full += 1;
                 p.bytes -= len;
-                self.release(&pkt, pfc);
+                if let Some(n3) = self.ns3.as_mut().filter(|_| pkt.mmu_counted) {
+                    n3.egress_change(before, before - len);
+                }
+                self.release(now, &pkt, pfc);
                 n += 1;
             }
             let p = &mut self.ports[port.index()];
@@ -661,21 +944,54 @@ impl TrafficManager {
         n
     }
 
-    fn release(&mut self, pkt: &QueuedPacket, pfc: &mut Vec<PfcTransition>) {
+    fn release(&mut self, now: Nanos, pkt: &QueuedPacket, pfc: &mut Vec<PfcTransition>) {
         self.used_cells -= pkt.cells as u64;
-        if let Some(ip) = pkt.ingress_port {
-            let class = pkt.pfc_class;
-            let c = &mut self.ingress_cells[ip.index()][class as usize];
-            *c -= pkt.cells as u64;
-            let held = *c;
-            if self.xoff[ip.index()] & (1 << class) != 0 {
-                let delta = self.cfg.pfc.map(|p| p.xon_delta_bytes / self.cfg.cell_bytes as u64).unwrap_or(0);
-                if held + delta <= self.xoff_threshold_cells() || held == 0 {
-                    self.xoff[ip.index()] &= !(1 << class);
-                    pfc.push(PfcTransition { port: ip, class, pause: false });
+        let Some(ip) = pkt.ingress_port else { return };
+        let class = pkt.pfc_class;
+        let c = &mut self.ingress_cells[ip.index()][class as usize];
+        *c -= pkt.cells as u64;
+        let held = *c;
+        match &mut self.ns3 {
+            None => {
+                if self.xoff[ip.index()] & (1 << class) != 0 {
+                    let delta = self.cfg.pfc.map(|p| p.xon_delta_bytes / self.cfg.cell_bytes as u64).unwrap_or(0);
+                    if held + delta <= self.xoff_threshold_cells() || held == 0 {
+                        self.xoff[ip.index()] &= !(1 << class);
+                        pfc.push(PfcTransition { port: ip, class, pause: false });
+                    }
                 }
             }
+            Some(n3) if pkt.mmu_counted && !pkt.ingress_pending => {
+                let (i, k) = (ip.index(), (class & 7) as usize);
+                n3.release_ingress(i, k, pkt.frame.len() as u64);
+                if self.xoff[i] & (1 << class) != 0 {
+                    let alpha = self.cfg.pfc.map_or(0.0, |p| p.alpha_in);
+                    if n3.pause_until[i][k] <= now {
+                        // The pause expired upstream; ns-3 sends no XON then.
+                        self.xoff[i] &= !(1 << class);
+                    } else if n3.may_resume(i, k, alpha) {
+                        self.xoff[i] &= !(1 << class);
+                        n3.pause_until[i][k] = 0;
+                        pfc.push(PfcTransition { port: ip, class, pause: false });
+                    }
+                }
+            }
+            Some(_) => {}
         }
+    }
+
+    /// Records that a pause for `class` went out of `port` and holds the
+    /// peer until `until` (the ns-3 model sends XON only before that).
+    pub fn pfc_pause_sent(&mut self, port: PortId, class: u8, until: Nanos) {
+        if let Some(p) = self.ns3.as_mut().and_then(|n| n.pause_until.get_mut(port.index())) {
+            p[(class & 7) as usize] = until;
+        }
+    }
+
+    /// Whether an asserted XOFF is refreshed by a timer before the peer's
+    /// pause expires (weft's model); the ns-3 model renews it only on arrivals.
+    pub fn refreshes_pause(&self) -> bool {
+        self.ns3.is_none()
     }
 }
 
@@ -857,6 +1173,127 @@ mod tests {
             assert!((got - want).abs() < 0.015, "depth {depth_pkts} KB: marked {got:.3}, RED line {want:.3}");
             while t.dequeue(0, PortId(0), &mut rng, &mut pfc).is_some() {}
         }
+    }
+
+    /// The ns-3 model on 4 ports: 1 MB buffer, headroom 27 096 B per port
+    /// (100 Gbit/s, 1 µs), α_in = 1/16, class 0 lossless.
+    fn ns3_tm(ecn: Option<RedConfig>) -> TrafficManager {
+        let mut cfg = TmConfig::standard(8, 1_000_000, 80, ecn);
+        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 1.0 / 16.0, xon_delta_bytes: 3000, pause_quanta: 977 });
+        cfg.buffer_model = BufferModel::Ns3(Ns3Mmu { headroom_bytes: vec![Ns3Mmu::headroom_for(100_000_000_000, 1000); 4] });
+        tm(cfg)
+    }
+
+    #[test]
+    fn ns3_headroom_is_twice_the_bdp_plus_two_mtu() {
+        assert_eq!(Ns3Mmu::headroom_for(100_000_000_000, 1000), 2 * 12_500 + 2 * 1048);
+    }
+
+    #[test]
+    fn ns3_pauses_at_the_authors_dynamic_threshold_on_every_arrival_and_resumes_only_before_expiry() {
+        let mut t = ns3_tm(None);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        // Pool limit: buffer − 4 headrooms − 4 ports × 8 MTU (InitSwitch).
+        let limit = 1_000_000.0 - 4.0 * 27_096.0 - 4.0 * 8.0 * 1048.0;
+        // The first n with n×1000 − 2096 > (limit − n×1000)/16 (GetPauseClasses).
+        let first = (1..).find(|&n: &u64| (n * 1000) as f64 - 2096.0 > (limit - (n * 1000) as f64) / 16.0).unwrap();
+        let mut n = 0;
+        while pfc.is_empty() {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+            n += 1;
+        }
+        assert_eq!(n, first);
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: true }]);
+        t.pfc_pause_sent(PortId(2), 0, 5_000);
+        // Every further arrival over the threshold renews the pause (CheckAndSendPfc).
+        pfc.clear();
+        for _ in 0..3 {
+            t.enqueue(10, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        }
+        assert_eq!(pfc.len(), 3);
+        assert!(pfc.iter().all(|p| p.pause));
+        t.pfc_pause_sent(PortId(2), 0, 5_010);
+        // Dequeues before the pause expires: XON once below the threshold, not before.
+        pfc.clear();
+        let mut left = first + 3;
+        while pfc.is_empty() {
+            t.dequeue(100, PortId(0), &mut rng, &mut pfc).unwrap();
+            left -= 1;
+        }
+        let pg = (left * 1000) as f64 - 2096.0;
+        assert!(pg < (limit - (left * 1000) as f64 - 16.0) / 16.0, "resumed at {left} packets");
+        let pg_before = pg + 1000.0;
+        assert!(pg_before >= (limit - ((left + 1) * 1000) as f64 - 16.0) / 16.0, "resumed late: {left} packets");
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: false }]);
+        // A pause that expired upstream gets no XON (ns-3's `paused` flag is off).
+        while t.dequeue(100, PortId(0), &mut rng, &mut pfc).is_some() {}
+        pfc.clear();
+        for _ in 0..first {
+            t.enqueue(200, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        }
+        assert_eq!(pfc.len(), 1);
+        t.pfc_pause_sent(PortId(2), 0, 5_200);
+        pfc.clear();
+        while t.dequeue(6_000, PortId(0), &mut rng, &mut pfc).is_some() {}
+        assert!(pfc.is_empty(), "{pfc:?}");
+        assert!(!t.xoff_asserted(PortId(2), 0));
+        assert!(!t.refreshes_pause());
+    }
+
+    #[test]
+    fn ns3_packets_held_by_a_pipeline_pause_cause_no_pfc_until_resumed() {
+        let mut t = ns3_tm(None);
+        let mut pfc = vec![];
+        t.pause_queue(PortId(0), QueueId(0));
+        // Far more than the XOFF threshold (~54 packets), all held.
+        for _ in 0..100 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        }
+        assert!(pfc.is_empty(), "{pfc:?}");
+        t.resume_queue(PortId(0), QueueId(0));
+        // Now they count: the next arrival of that port and class pauses it.
+        t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: true }]);
+    }
+
+    #[test]
+    fn ns3_marks_on_the_shared_bytes_left_behind_and_does_not_cut_through() {
+        // Kmin = Kmax = 2 000 B: marked iff the bytes behind the departing
+        // packet exceed the 1 049 B queue minimum by more than 2 000 B.
+        let red = RedConfig { kmin_bytes: 2_000, kmax_bytes: 2_000, pmax: 1.0 };
+        let mut t = ns3_tm(Some(red));
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        assert!(matches!(t.pass_through(0, PortId(1), QueueId(1), frame(1000), &mut rng), Err(PassThrough::Queued(_))));
+        for _ in 0..5 {
+            t.enqueue(0, PortId(1), QueueId(1), frame(1000), Some(PortId(0)), &mut pfc).unwrap();
+        }
+        // Behind each departure: 4000, 3000, 2000, 1000, 0 B; shared 2951, 1951, 951, 0, 0.
+        let marks: Vec<bool> = (0..5).map(|_| t.dequeue(0, PortId(1), &mut rng, &mut pfc).unwrap().mark_ce).collect();
+        assert_eq!(marks, vec![true, false, false, false, false]);
+    }
+
+    #[test]
+    fn ns3_drops_at_the_egress_dynamic_threshold_even_when_lossless() {
+        let mut t = ns3_tm(None);
+        let mut pfc = vec![];
+        // Egress limit: buffer − 4 × 8 MTU; a queue may hold α = 1 × (limit − shared use).
+        let limit = 1_000_000 - 4 * 8 * 1048;
+        let mut n = 0u64;
+        loop {
+            let ingress = PortId((n % 3) as u16 + 1);
+            match t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(ingress), &mut pfc) {
+                Ok(()) => n += 1,
+                Err((reason, _)) => {
+                    assert_eq!(reason, DropReason::DynamicThreshold);
+                    break;
+                }
+            }
+        }
+        let shared = |k: u64| (k * 1000).saturating_sub(1049);
+        assert!(shared(n) + 1000 > limit - shared(n), "dropped too early, after {n} packets");
+        assert!(shared(n - 1) + 1000 <= limit - shared(n - 1), "dropped too late, after {n} packets");
     }
 
     #[test]

@@ -6,8 +6,38 @@ use emu_orchestrator::experiment::RunOptions;
 
 /// 8 of 9 hosts on one leaf (10 Gbit/s, 1 MB buffer) send 500 KB to the ninth.
 fn incast(pfc: bool) -> emu_node::results::Summary {
-    let opts = RunOptions { traffic: Pattern::Incast(8), flow_size: 500_000, pfc: Some(pfc), seed: 3, ..RunOptions::default() };
+    incast_with(pfc, &[])
+}
+
+fn incast_with(pfc: bool, sets: &[(&str, &str)]) -> emu_node::results::Summary {
+    let transport_params = sets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let opts =
+        RunOptions { traffic: Pattern::Incast(8), flow_size: 500_000, pfc: Some(pfc), seed: 3, transport_params, ..RunOptions::default() };
     run(&leaf_spine(1, 1, 9, r#"{ rate = "10Gbps", delay = "1us" }"#, "[switches]\nbuffer = \"1MB\"\n"), &opts).summary
+}
+
+/// The ConWeave authors' switch MMU (`--set tm.buffer=ns3`) reaches the
+/// switches and keeps the incast lossless within its pool.
+#[test]
+fn incast_with_the_ns3_buffer_model_is_lossless_within_its_pool() {
+    let tofino = incast(true);
+    let s = incast_with(true, &[("tm.buffer", "ns3")]);
+    for f in &s.flows {
+        assert_eq!(f.bytes_delivered, 500_000, "flow {} lost data with PFC on", f.id);
+    }
+    let leaf = &s.switches[0];
+    assert_eq!(leaf.counters.drop_tm, 0);
+    let pauses = |s: &emu_node::results::Summary| s.switches[0].ports.iter().map(|p| p.counters.pfc_pause_sent).sum::<u64>();
+    // The rules themselves are unit-tested in tofino::tm; here: they are the ones in force.
+    assert!(pauses(&s) >= 8 && pauses(&s) != pauses(&tofino), "pauses: {} (tofino model {})", pauses(&s), pauses(&tofino));
+    assert_eq!(s.hosts.iter().filter(|h| h.counters.pfc_received > 0).count(), 8);
+    // Its threshold leaves 1/16 of the pool minus the headroom of 10 ports
+    // (2 x 10 Gbit/s x 1 us + 2 x 1048 B each) and 10 x 8 x 1048 B.
+    let pool = 1_000_000.0 - 10.0 * (2.0 * 1250.0 + 2096.0) - 10.0 * 8.0 * 1048.0;
+    assert!((leaf.max_buffer_bytes as f64) < pool, "peak buffer {} B", leaf.max_buffer_bytes);
+    let last = s.flows.iter().filter_map(|f| f.last_arrival).max().unwrap();
+    let ideal = 8 * 500_000 * 8 / 10;
+    assert!(last >= ideal && (last as f64) < ideal as f64 * 1.1, "incast finished at {last} ns, ideal {ideal} ns");
 }
 
 #[test]
