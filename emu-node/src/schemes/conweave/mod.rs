@@ -140,6 +140,8 @@ const MAX_PORTS: u32 = 64;
 const MAX_LEAVES: u32 = 256;
 /// Paths per leaf the path-status table covers (4 bits + 4 bits).
 const MAX_PATHS: u32 = 256;
+/// Traffic classes from this one up (DSCP CS6, CS7) go to the control queue.
+const CONTROL_CLASS: u8 = 6;
 /// Seed of the connection hash: fixed, so both ToRs compute the same key.
 const CONN_SEED: u32 = 0xc0_4e_a7_e0;
 
@@ -1039,7 +1041,7 @@ impl Program for ConWeave {
         let bits = ip.bth_offset.and_then(|b| CwBits::read(cx.frame, b as usize).map(|x| (b as usize, x)));
         let from_host = matches!(cx.source, PacketSource::Port(p) if self.faces_host(p));
         let to_host = (cx.group.len() == 1).then(|| cx.group[0]).filter(|p| self.faces_host(*p));
-        match (bits, to_host) {
+        let routed = match (bits, to_host) {
             // Control packets for this ToR's hosts' connections: consumed here.
             (Some((_, b)), Some(_)) if b.opcode.is_control() => self.control_at_source(cx, b),
             // Data with a ConWeave header reaching its destination ToR.
@@ -1061,7 +1063,19 @@ impl Program for ConWeave {
                 self.ecmp(cx);
                 Ok(())
             }
+        };
+        // Every other data packet towards a host (traffic inside the rack,
+        // connections that fell back to ECMP, non-RoCE data) shares the
+        // common default queue Q_0 with the in-order ConWeave packets (paper
+        // §3.3, Fig. 9: "Q_0 has the lowest scheduling priority and is
+        // common for all flows"). By traffic class it would land in a queue
+        // that this program made a strict-priority reorder queue: it would
+        // overtake every flow of Q_0 and could itself be held by a pause.
+        let to_host_port = cx.decision.egress_port.filter(|p| self.leaf && self.faces_host(*p));
+        if to_host_port.is_some() && cx.decision.queue.is_none() && ip.dscp >> 3 < CONTROL_CLASS {
+            cx.decision.queue = Some(QueueId(0));
         }
+        routed
     }
 
     fn egress(&mut self, cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {

@@ -26,21 +26,17 @@ fn switch(f: &FabricSpec, node: usize, params: &[(&str, &str)]) -> Switch {
 
 /// A RoCEv2 WRITE Middle frame h0 → far arriving on `port` of switch `node`.
 fn data(f: &FabricSpec, node: usize, port: u16, psn: u32) -> BytesMut {
+    roce_write(f, node, port, (H0, FAR), 0, psn)
+}
+
+/// A RoCEv2 WRITE Middle frame `src` → `dst` with `dscp` arriving on `port` of switch `node`.
+fn roce_write(f: &FabricSpec, node: usize, port: u16, (src, dst): (Ipv4Address, Ipv4Address), dscp: u8, psn: u32) -> BytesMut {
     let p = &f.nodes[node].ports[port as usize];
     let len = 14 + 20 + 8 + roce::BTH_LEN + PAYLOAD + roce::ICRC_LEN;
     let mut b = BytesMut::zeroed(len);
     ethernet::Repr { dst: p.mac, src: p.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
-    ipv4::Repr {
-        src: H0,
-        dst: FAR,
-        protocol: ipv4::Protocol::Udp,
-        dscp: 0,
-        ecn: ipv4::Ecn::Ect0,
-        ident: 0,
-        ttl: 64,
-        payload_len: len - 34,
-    }
-    .emit(&mut b[14..]);
+    ipv4::Repr { src, dst, protocol: ipv4::Protocol::Udp, dscp, ecn: ipv4::Ecn::Ect0, ident: 0, ttl: 64, payload_len: len - 34 }
+        .emit(&mut b[14..]);
     udp::Repr { src_port: SPORT, dst_port: udp::ROCEV2_PORT, payload_len: len - 42 }.emit(&mut b[34..]);
     BthRepr { opcode: Opcode::WriteMiddle, solicited: false, pad: 0, pkey: 0xffff, dest_qp: 17, ack_req: true, psn, reserved15: 0 }
         .emit(&mut b[42..]);
@@ -92,6 +88,29 @@ fn controls(out: &[Transmit]) -> Vec<(CwOpcode, u8, u8)> {
 }
 
 // ---------------------------------------------------------------- DstToR
+
+#[test]
+fn data_inside_the_rack_shares_the_default_queue_with_conweave_traffic_and_control_keeps_its_queue() {
+    // leaf0 with h0 (port 0) and h1 (port 1): RoCE data h1 → h0 in the RoCE
+    // class (DSCP 26, class 3) would go to queue 3 by class, which this
+    // program made a strict-priority reorder queue (paper §3.3: Q_0 is
+    // common for all flows).
+    let f = leaf_pair(2, 2, BitRate::gbps(100));
+    let mut s = switch(&f, 0, &[]);
+    let mut out = vec![];
+    let h1 = Ipv4Address::new(10, 0, 0, 3);
+    for n in 0..3 {
+        s.handle_frame(n * 100, PortId(1), roce_write(&f, 0, 1, (h1, H0), 26, n as u32), &mut out);
+    }
+    // An ACK-class frame (DSCP 48) stays in the control queue.
+    s.handle_frame(400, PortId(1), roce_write(&f, 0, 1, (h1, H0), 48, 9), &mut out);
+    run(&mut s, 100_000, &mut out);
+    let enq = |q: u8| s.queue_stats(PortId(0), QueueId(q)).enq_packets;
+    assert_eq!(enq(0), 3, "data inside the rack goes to Q_0");
+    assert_eq!((1..31).map(enq).sum::<u64>(), 0, "no data in a reorder queue");
+    assert_eq!(enq(31), 1, "control stays in the control queue");
+    assert_eq!(out.iter().filter(|t| t.port == PortId(0)).count(), 4);
+}
 
 /// leaf1: uplinks on ports 0 and 1, host `far` on port 2.
 const HOST_PORT: PortId = PortId(2);
