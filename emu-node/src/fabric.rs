@@ -102,6 +102,10 @@ pub struct SwitchSpec {
     /// Buffer-sharing, PFC and ECN rules of the traffic manager.
     #[serde(default)]
     pub buffer_rules: BufferRules,
+    /// Packets held in pipeline-paused queues enter the ingress PFC
+    /// accounting only when their queue resumes (`TmConfig::held_outside_pfc`).
+    #[serde(default)]
+    pub held_outside_pfc: bool,
     /// Routing table.
     pub routes: Vec<Route>,
     /// For a leaf (a switch hosts attach to): its index among the fabric's
@@ -133,6 +137,7 @@ impl SwitchSpec {
             pfc: false,
             ecn: None,
             buffer_rules: BufferRules::Tofino,
+            held_outside_pfc: false,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

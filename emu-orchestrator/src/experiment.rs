@@ -103,23 +103,46 @@ impl std::str::FromStr for Transport {
 pub const TRANSPORT_PARAM_GROUPS: [&str; 5] = ["roce", "irn", "dcqcn", "tcp", "tm"];
 
 /// Traffic-manager parameters of every switch: (name, unit, meaning).
-pub const TM_PARAMS: [(&str, &str, &str); 1] = [(
-    "tm.buffer",
-    "tofino|ns3",
-    "buffer sharing, PFC and ECN rules: weft's Tofino2 model (tofino), or the ConWeave authors' ns-3 switch MMU (ns3: switch-mmu.cc, see docs/CALIBRATION.md)",
-)];
+pub const TM_PARAMS: [(&str, &str, &str); 2] = [
+    (
+        "tm.buffer",
+        "tofino|ns3",
+        "buffer sharing, PFC and ECN rules: weft's Tofino2 model (tofino), or the ConWeave authors' ns-3 switch MMU (ns3: switch-mmu.cc, see docs/CALIBRATION.md)",
+    ),
+    (
+        "tm.held_pfc",
+        "counted|outside",
+        "packets held in a paused reorder queue (ConWeave) count against their ingress port's PFC threshold from arrival, as any buffered packet (counted), or only once their queue resumes, as the authors' VOQs (outside; always so with tm.buffer=ns3)",
+    ),
+];
 
-/// The traffic-manager rules `--set tm.buffer=` asks for.
-pub fn buffer_rules(params: &std::collections::BTreeMap<String, String>) -> Result<BufferRules, RunError> {
-    let mut rules = BufferRules::Tofino;
+/// The traffic-manager rules `--set tm.buffer=` and `--set tm.held_pfc=` ask
+/// for: (rules, held packets outside the PFC accounting).
+pub fn tm_rules(params: &std::collections::BTreeMap<String, String>) -> Result<(BufferRules, bool), RunError> {
+    let (mut rules, mut held) = (BufferRules::Tofino, None);
     for (k, v) in params.iter().filter(|(k, _)| k.starts_with("tm.")) {
-        if k != "tm.buffer" {
-            let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
-            return Err(RunError::Transport(format!("--set {k}: unknown traffic-manager parameter (known: {})", known.join(", "))));
+        let bad = |e: &str| RunError::Transport(format!("--set {k}={v}: {e}"));
+        match k.as_str() {
+            "tm.buffer" => rules = v.parse().map_err(|e: String| bad(&e))?,
+            "tm.held_pfc" => {
+                held = Some(match v.as_str() {
+                    "counted" => false,
+                    "outside" => true,
+                    _ => return Err(bad("expected counted or outside")),
+                })
+            }
+            _ => {
+                let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
+                return Err(RunError::Transport(format!("--set {k}: unknown traffic-manager parameter (known: {})", known.join(", "))));
+            }
         }
-        rules = v.parse().map_err(|e| RunError::Transport(format!("--set {k}={v}: {e}")))?;
     }
-    Ok(rules)
+    if rules == BufferRules::Ns3 && held == Some(false) {
+        return Err(RunError::Transport(
+            "--set tm.held_pfc=counted: the ns3 buffer rules always keep held packets outside (use tm.buffer=tofino)".into(),
+        ));
+    }
+    Ok((rules, held.unwrap_or(false)))
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
@@ -339,7 +362,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             }
             s.params.extend(opts.params.clone());
             // prepare() has rejected a bad value already.
-            s.buffer_rules = buffer_rules(&opts.transport_params).unwrap_or_default();
+            (s.buffer_rules, s.held_outside_pfc) = tm_rules(&opts.transport_params).unwrap_or_default();
             match (opts.pfc, opts.transport) {
                 (Some(p), _) => s.pfc = p,
                 (None, Transport::RoceLossless) => s.pfc = true,
@@ -375,7 +398,7 @@ pub struct Prepared {
 
 /// Prepares the engine (fabric with overrides applied, flows added).
 pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError> {
-    buffer_rules(&opts.transport_params)?;
+    tm_rules(&opts.transport_params)?;
     let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();

@@ -283,6 +283,7 @@ impl SwitchSettings {
             pfc: self.pfc,
             ecn: self.ecn,
             buffer_rules: Default::default(),
+            held_outside_pfc: false,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

@@ -84,6 +84,12 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     );
     assert_one_line_error(&weft(&["run", "--set", "tm.buffer=broadcom", "--out", ds]), "unknown buffer model `broadcom` (tofino, ns3)", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.alpha=1", "--out", ds]), "unknown traffic-manager parameter", &d);
+    assert_one_line_error(&weft(&["run", "--set", "tm.held_pfc=maybe", "--out", ds]), "expected counted or outside", &d);
+    assert_one_line_error(
+        &weft(&["run", "--set", "tm.buffer=ns3", "--set", "tm.held_pfc=counted", "--out", ds]),
+        "always keep held packets outside",
+        &d,
+    );
     assert_one_line_error(&weft(&["run", "--workload", "nosuch", "--out", ds]), "neither a shipped workload", &d);
     let cdf = std::env::temp_dir().join(format!("weft-bad-{}.cdf", std::process::id()));
     std::fs::write(&cdf, "0 0\n1000 40\n2000 80\n").unwrap();

@@ -221,6 +221,7 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &EngineConfig) -> R
     if s.pfc {
         tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
     }
+    tm.held_outside_pfc = s.held_outside_pfc;
     if s.buffer_rules == BufferRules::Ns3 {
         let headroom_bytes =
             n.ports.iter().map(|p| Ns3Mmu::headroom_for(p.rate.bps(), fabric.links.get(p.link.index()).map_or(0, |l| l.delay))).collect();

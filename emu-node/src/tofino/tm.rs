@@ -208,6 +208,14 @@ pub struct TmConfig {
     /// Buffer-sharing, PFC and ECN rules.
     #[serde(default)]
     pub buffer_model: BufferModel,
+    /// Packets enqueued into a queue the pipeline has paused (ConWeave's
+    /// reorder queues) enter the ingress PFC accounting only when the queue
+    /// resumes, as the ConWeave authors' VOQs do (`--set tm.held_pfc=outside`).
+    /// Off by default: in a traffic manager a buffered packet counts against
+    /// its ingress port whichever queue holds it. The ns-3 model always keeps
+    /// them outside.
+    #[serde(default)]
+    pub held_outside_pfc: bool,
 }
 
 impl TmConfig {
@@ -239,6 +247,7 @@ impl TmConfig {
             pause_leak_packets: 2,
             dwrr_quantum_bytes: 1536,
             buffer_model: BufferModel::Tofino,
+            held_outside_pfc: false,
         }
     }
 }
@@ -561,7 +570,7 @@ impl TrafficManager {
             return Err((DropReason::BufferFull, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control;
-        let ingress_pending = mmu_counted && q.paused;
+        let ingress_pending = !control && q.paused && (self.ns3.is_some() || self.cfg.held_outside_pfc);
         if let Some(n3) = &self.ns3 {
             if !control && !n3.egress_admits(q.bytes, len, self.cfg.egress_alpha) {
                 q.stats.drops_threshold += 1;
@@ -598,7 +607,8 @@ impl TrafficManager {
         });
         self.used_cells += cells as u64;
         self.max_used_cells = self.max_used_cells.max(self.used_cells);
-        if let Some(ip) = ingress_port {
+        // (Held outside the Tofino accounting: counted at resume_queue.)
+        if let Some(ip) = ingress_port.filter(|_| !(ingress_pending && self.ns3.is_none())) {
             let c = &mut self.ingress_cells[ip.index()][class as usize];
             *c += cells as u64;
             let held = *c;
@@ -827,15 +837,24 @@ impl TrafficManager {
     }
 
     /// Resumes a queue from the data plane (credit 0). With the ns-3 model
-    /// the packets it held enter the ingress accounting now, as the authors'
-    /// VOQ flush admits them (`ConWeaveVOQ::FlushAllImmediately` →
-    /// `DoSwitchSend`); the pause check waits for the next arrival.
+    /// or [`TmConfig::held_outside_pfc`] the packets it held enter the
+    /// ingress accounting now, as the authors' VOQ flush admits them
+    /// (`ConWeaveVOQ::FlushAllImmediately` → `DoSwitchSend`); the pause
+    /// check waits for the next arrival.
     pub fn resume_queue(&mut self, port: PortId, queue: QueueId) {
         if let Some(p) = self.ports.get_mut(port.index()) {
             if let Some(q) = p.queues.get_mut(queue.0 as usize) {
                 q.paused = false;
                 q.leak = 0;
                 p.held &= !(1u128 << queue.0);
+                if self.ns3.is_none() {
+                    for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
+                        pkt.ingress_pending = false;
+                        if let Some(ip) = pkt.ingress_port {
+                            self.ingress_cells[ip.index()][pkt.pfc_class as usize] += pkt.cells as u64;
+                        }
+                    }
+                }
                 if let Some(n3) = &mut self.ns3 {
                     for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
                         pkt.ingress_pending = false;
@@ -947,6 +966,10 @@ impl TrafficManager {
     fn release(&mut self, now: Nanos, pkt: &QueuedPacket, pfc: &mut Vec<PfcTransition>) {
         self.used_cells -= pkt.cells as u64;
         let Some(ip) = pkt.ingress_port else { return };
+        if pkt.ingress_pending && self.ns3.is_none() {
+            // Left a paused queue (leak) before the Tofino accounting saw it.
+            return;
+        }
         let class = pkt.pfc_class;
         let c = &mut self.ingress_cells[ip.index()][class as usize];
         *c -= pkt.cells as u64;
@@ -1319,6 +1342,40 @@ mod tests {
             t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap();
         }
         assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: false }]);
+    }
+
+    /// Packets of a pipeline-paused queue from ingress port 2: how many
+    /// arrive before port 2 is paused, with and without `held_outside_pfc`.
+    fn held_packets_until_xoff(outside: bool) -> (usize, Vec<PfcTransition>) {
+        let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
+        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100 });
+        cfg.held_outside_pfc = outside;
+        let mut t = tm(cfg);
+        let mut pfc = vec![];
+        t.pause_queue(PortId(0), QueueId(0));
+        let mut n = 0;
+        while pfc.is_empty() && n < 200 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+            n += 1;
+        }
+        if outside {
+            t.resume_queue(PortId(0), QueueId(0));
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        }
+        (n, pfc)
+    }
+
+    #[test]
+    fn held_packets_count_for_pfc_unless_kept_outside_until_their_queue_resumes() {
+        let xoff = vec![PfcTransition { port: PortId(2), class: 0, pause: true }];
+        let (n, pfc) = held_packets_until_xoff(false);
+        assert!(n > 50 && n < 120, "counted: xoff after {n} held packets");
+        assert_eq!(pfc, xoff);
+        // Outside: 200 held packets pause nothing; once resumed they count,
+        // and the next arrival pauses the port.
+        let (n, pfc) = held_packets_until_xoff(true);
+        assert_eq!(n, 200);
+        assert_eq!(pfc, xoff);
     }
 
     #[test]

@@ -40,6 +40,22 @@ fn incast_with_the_ns3_buffer_model_is_lossless_within_its_pool() {
     assert!(last >= ideal && (last as f64) < ideal as f64 * 1.1, "incast finished at {last} ns, ideal {ideal} ns");
 }
 
+/// `--set tm.held_pfc=outside` reaches every switch (the rule itself is
+/// unit-tested in tofino::tm); the default keeps held packets counted.
+#[test]
+fn the_held_packet_accounting_option_reaches_every_switch() {
+    use emu_node::fabric::NodeKind;
+    let topo = emu_orchestrator::topology::Topology::parse("t.toml", &leaf_spine(2, 2, 2, r#"{ rate = "10Gbps" }"#, "")).expect("topology");
+    let held = |sets: &[(&str, &str)]| -> Vec<bool> {
+        let transport_params = sets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let f = emu_orchestrator::experiment::configured_fabric(&topo, &RunOptions { transport_params, ..RunOptions::default() });
+        f.nodes.iter().filter_map(|n| if let NodeKind::Switch(s) = &n.kind { Some(s.held_outside_pfc) } else { None }).collect()
+    };
+    assert_eq!(held(&[]), vec![false; 4]);
+    assert_eq!(held(&[("tm.held_pfc", "outside")]), vec![true; 4]);
+    assert_eq!(held(&[("tm.buffer", "ns3"), ("tm.held_pfc", "outside")]), vec![true; 4]);
+}
+
 #[test]
 fn incast_with_pfc_drops_nothing_and_pauses_upstream() {
     let s = incast(true);
