@@ -4,7 +4,10 @@
 //! Invariants:
 //! - every queued packet's cells are counted once in the shared buffer, in
 //!   its queue, and (if it came from a front-panel port) in the ingress
-//!   port/priority counter used for PFC; dequeue and drop release all three;
+//!   port/priority counter used for PFC; dequeue and drop release all three
+//!   (with [`TmConfig::held_outside_pfc`], a packet enqueued into a queue the
+//!   pipeline paused enters the ingress counter only when that queue
+//!   resumes, and is released from it only if it entered);
 //! - strict priority between priority levels (7 highest), deficit weighted
 //!   round robin between queues of one level;
 //! - a queue paused by the pipeline (Tofino2 advanced flow control) still
