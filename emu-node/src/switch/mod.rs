@@ -757,7 +757,7 @@ impl Switch {
     fn default_queue(&self, info: &FrameInfo) -> QueueId {
         let tc = info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0);
         let n = self.tm.config().queues_per_port;
-        if tc >= 6 {
+        if tc >= crate::tofino::CONTROL_TRAFFIC_CLASS {
             self.tm.config().control_queue()
         } else {
             QueueId(tc.min(n.saturating_sub(2)))

@@ -25,4 +25,4 @@ pub use program::{Declarations, EgressCx, IngressCx, PacketSource, Program};
 pub use registers::{ProgramError, RegisterFile, RegisterId};
 pub use resources::{Gress, ResourceError, ResourceReport, ResourceUsage, TableKind};
 pub use target::TargetProfile;
-pub use tm::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, QueueConfig, RedConfig, TmConfig, TrafficManager};
+pub use tm::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, QueueConfig, RedConfig, TmConfig, TrafficManager, CONTROL_TRAFFIC_CLASS};

@@ -221,6 +221,10 @@ pub struct TmConfig {
     pub held_outside_pfc: bool,
 }
 
+/// Traffic classes from this one up (DSCP CS6, CS7) go to the control
+/// queue, whatever the configuration.
+pub const CONTROL_TRAFFIC_CLASS: u8 = 6;
+
 impl TmConfig {
     /// Queue used for control traffic (ACK/NAK/CNP/PFC/scheme control): the last one.
     pub fn control_queue(&self) -> QueueId {

@@ -140,8 +140,6 @@ const MAX_PORTS: u32 = 64;
 const MAX_LEAVES: u32 = 256;
 /// Paths per leaf the path-status table covers (4 bits + 4 bits).
 const MAX_PATHS: u32 = 256;
-/// Traffic classes from this one up (DSCP CS6, CS7) go to the control queue.
-const CONTROL_CLASS: u8 = 6;
 /// Seed of the connection hash: fixed, so both ToRs compute the same key.
 const CONN_SEED: u32 = 0xc0_4e_a7_e0;
 
@@ -1071,8 +1069,8 @@ impl Program for ConWeave {
         // common for all flows"). By traffic class it would land in a queue
         // that this program made a strict-priority reorder queue: it would
         // overtake every flow of Q_0 and could itself be held by a pause.
-        let to_host_port = cx.decision.egress_port.filter(|p| self.leaf && self.faces_host(*p));
-        if to_host_port.is_some() && cx.decision.queue.is_none() && ip.dscp >> 3 < CONTROL_CLASS {
+        let towards_host = self.leaf && cx.decision.egress_port.is_some_and(|p| self.faces_host(p));
+        if towards_host && cx.decision.queue.is_none() && ip.dscp >> 3 < crate::tofino::CONTROL_TRAFFIC_CLASS {
             cx.decision.queue = Some(QueueId(0));
         }
         routed
