@@ -103,23 +103,38 @@ impl std::str::FromStr for Transport {
 pub const TRANSPORT_PARAM_GROUPS: [&str; 5] = ["roce", "irn", "dcqcn", "tcp", "tm"];
 
 /// Traffic-manager parameters of every switch: (name, unit, meaning).
-pub const TM_PARAMS: [(&str, &str, &str); 2] = [
+pub const TM_PARAMS: [(&str, &str, &str); 3] = [
     (
         "tm.buffer",
         "tofino|ns3",
-        "buffer sharing, PFC and ECN rules: weft's Tofino2 model (tofino), or the ConWeave authors' ns-3 switch MMU (ns3: switch-mmu.cc, see docs/CALIBRATION.md)",
+        "buffer sharing, PFC and ECN rules: weft's Tofino2 model (tofino), or the ConWeave authors' ns-3 switch MMU (ns3: switch-mmu.cc, counted in bytes, see docs/CALIBRATION.md)",
     ),
     (
         "tm.held_pfc",
         "counted|outside",
-        "packets held in a paused reorder queue (ConWeave) count against their ingress port's PFC threshold from arrival, as any buffered packet (counted), or only once their queue resumes, as the authors' VOQs (outside; always so with tm.buffer=ns3)",
+        "packets held in a paused reorder queue (ConWeave) count against their ingress port's PFC threshold from arrival, as any buffered packet (counted), or only once their queue resumes, as the authors' VOQs (outside; with tm.buffer=ns3 they stay outside the whole buffer)",
+    ),
+    (
+        "tm.buffer_bytes",
+        "bytes",
+        "every switch's shared buffer, instead of the topology's or the target's (the authors' simulator: 9 MiB = 9437184)",
     ),
 ];
 
-/// The traffic-manager rules `--set tm.buffer=` and `--set tm.held_pfc=` ask
-/// for: (rules, held packets outside the PFC accounting).
-pub fn tm_rules(params: &std::collections::BTreeMap<String, String>) -> Result<(BufferRules, bool), RunError> {
-    let (mut rules, mut held) = (BufferRules::Tofino, None);
+/// What the `tm.*` parameters of `--set` ask of every switch's traffic manager.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TmSettings {
+    /// `tm.buffer`: the buffer, PFC and ECN rules.
+    pub rules: BufferRules,
+    /// `tm.held_pfc=outside`: held packets outside the PFC accounting.
+    pub held_outside_pfc: bool,
+    /// `tm.buffer_bytes`: the buffer size.
+    pub buffer_bytes: Option<u64>,
+}
+
+/// Reads the `tm.*` parameters of `--set`.
+pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Result<TmSettings, RunError> {
+    let (mut rules, mut held, mut buffer_bytes) = (BufferRules::Tofino, None, None);
     for (k, v) in params.iter().filter(|(k, _)| k.starts_with("tm.")) {
         let bad = |e: &str| RunError::Transport(format!("--set {k}={v}: {e}"));
         match k.as_str() {
@@ -130,6 +145,13 @@ pub fn tm_rules(params: &std::collections::BTreeMap<String, String>) -> Result<(
                     "outside" => true,
                     _ => return Err(bad("expected counted or outside")),
                 })
+            }
+            "tm.buffer_bytes" => {
+                let b: u64 = v.parse().map_err(|_| bad("expected a number of bytes"))?;
+                if !(10_000..=1 << 40).contains(&b) {
+                    return Err(bad("expected 10000 to 2^40 bytes"));
+                }
+                buffer_bytes = Some(b);
             }
             _ => {
                 let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
@@ -142,7 +164,7 @@ pub fn tm_rules(params: &std::collections::BTreeMap<String, String>) -> Result<(
             "--set tm.held_pfc=counted: the ns3 buffer rules always keep held packets outside (use tm.buffer=tofino)".into(),
         ));
     }
-    Ok((rules, held.unwrap_or(false)))
+    Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes })
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
@@ -362,7 +384,11 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             }
             s.params.extend(opts.params.clone());
             // prepare() has rejected a bad value already.
-            (s.buffer_rules, s.held_outside_pfc) = tm_rules(&opts.transport_params).unwrap_or_default();
+            let tm = tm_settings(&opts.transport_params).unwrap_or_default();
+            (s.buffer_rules, s.held_outside_pfc) = (tm.rules, tm.held_outside_pfc);
+            if tm.buffer_bytes.is_some() {
+                s.buffer_bytes = tm.buffer_bytes;
+            }
             match (opts.pfc, opts.transport) {
                 (Some(p), _) => s.pfc = p,
                 (None, Transport::RoceLossless) => s.pfc = true,
@@ -398,7 +424,7 @@ pub struct Prepared {
 
 /// Prepares the engine (fabric with overrides applied, flows added).
 pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError> {
-    tm_rules(&opts.transport_params)?;
+    tm_settings(&opts.transport_params)?;
     let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();

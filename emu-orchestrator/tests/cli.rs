@@ -85,6 +85,8 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     assert_one_line_error(&weft(&["run", "--set", "tm.buffer=broadcom", "--out", ds]), "unknown buffer model `broadcom` (tofino, ns3)", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.alpha=1", "--out", ds]), "unknown traffic-manager parameter", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.held_pfc=maybe", "--out", ds]), "expected counted or outside", &d);
+    assert_one_line_error(&weft(&["run", "--set", "tm.buffer_bytes=9MB", "--out", ds]), "expected a number of bytes", &d);
+    assert_one_line_error(&weft(&["run", "--set", "tm.buffer_bytes=100", "--out", ds]), "expected 10000 to 2^40 bytes", &d);
     assert_one_line_error(
         &weft(&["run", "--set", "tm.buffer=ns3", "--set", "tm.held_pfc=counted", "--out", ds]),
         "always keep held packets outside",

@@ -399,6 +399,13 @@ impl Switch {
     fn recirc_port(&self) -> PortId {
         PortId(self.ports.len() as u16)
     }
+    /// Recirculated packets (the programs' timers) ride the recirculation
+    /// port's control queue: strict priority, and outside the ns-3 buffer
+    /// model's accounting, whose timers are simulator events, not packets.
+    fn recirculation_queue(&self) -> QueueId {
+        QueueId(self.tm.config().queues_per_port.saturating_sub(1))
+    }
+
     fn cpu_port(&self) -> PortId {
         PortId(self.ports.len() as u16 + 1)
     }
@@ -674,7 +681,7 @@ impl Switch {
             if fc.pause {
                 self.tm.pause_queue(fc.port, fc.queue);
             } else {
-                self.tm.resume_queue(fc.port, fc.queue);
+                self.resume_queue(now, fc.port, fc.queue, out);
                 if fc.port.index() < self.ports.len() {
                     self.kick(now, fc.port, out);
                 }
@@ -693,7 +700,7 @@ impl Switch {
                     self.counters.recirculations += 1;
                     self.recirc_meta.push_back((in_port.unwrap_or(PortId(u16::MAX)), 1));
                     let rp = self.recirc_port();
-                    self.enqueue(now, rp, QueueId(0), e.frame, None, out);
+                    self.enqueue(now, rp, self.recirculation_queue(), e.frame, None, out);
                 }
             }
         }
@@ -723,7 +730,7 @@ impl Switch {
             self.counters.recirculations += 1;
             self.recirc_meta.push_back((original, pass));
             let rp = self.recirc_port();
-            self.enqueue(now, rp, QueueId(0), frame, None, out);
+            self.enqueue(now, rp, self.recirculation_queue(), frame, None, out);
             return;
         }
         if decision.to_cpu {
@@ -808,6 +815,14 @@ impl Switch {
         self.emit_pfc(now, &mut pfc, out);
         self.pfc_scratch = pfc;
         self.kick_any(now, port, out);
+    }
+
+    /// Resumes a pipeline-paused queue; with the ns-3 buffer model its held
+    /// packets are admitted now (drops counted, pauses sent).
+    fn resume_queue(&mut self, now: Nanos, port: PortId, queue: QueueId, out: &mut Vec<Transmit>) {
+        let mut pfc = Vec::new();
+        self.counters.drop_tm += self.tm.resume_queue(now, port, queue, &mut pfc);
+        self.emit_pfc(now, &mut pfc, out);
     }
 
     fn kick_any(&mut self, now: Nanos, port: PortId, out: &mut Vec<Transmit>) {
@@ -948,7 +963,7 @@ impl Switch {
             if fc.pause {
                 self.tm.pause_queue(fc.port, fc.queue);
             } else {
-                self.tm.resume_queue(fc.port, fc.queue);
+                self.resume_queue(now, fc.port, fc.queue, out);
             }
         }
         if let Err(e) = r {

@@ -53,10 +53,13 @@
 //! - no cut-through: every packet is admitted, queued and dequeued, as in
 //!   ns-3 (it makes no timing difference, only the accounting);
 //! - packets that arrive for a queue the pipeline paused (ConWeave's reorder
-//!   queues) stay out of the ingress accounting until the queue resumes: the
+//!   queues) are held outside the buffer, with no admission check and no
+//!   count of any kind, until the queue resumes; then each is admitted in
+//!   order as a new arrival (and may be dropped or cause a pause): the
 //!   authors hold them in VOQs outside the MMU (conweave-routing.cc,
 //!   `RouteInput` returns before `DoSwitchSend`; conweave-voq.cc,
-//!   `FlushAllImmediately` admits them), so they never cause PFC there.
+//!   `FlushAllImmediately` sends each through `DoSwitchSend`). Held packets
+//!   therefore never cause PFC or fill the buffer there.
 //!
 //! One simplification: ns-3 keeps priority group 1 in a second pool and
 //! checks every class of the ingress port on each arrival; weft puts all
@@ -276,9 +279,17 @@ pub struct QueuedPacket {
     cells: u32,
     /// Accounted by the ns-3 buffer model (not control traffic).
     mmu_counted: bool,
-    /// ns-3 model: held by a pipeline pause, so not yet in the ingress
-    /// accounting (the authors' ConWeave VOQs sit outside their MMU).
+    /// [`TmConfig::held_outside_pfc`]: held by a pipeline pause, so not yet
+    /// in the ingress (PFC) accounting.
     ingress_pending: bool,
+}
+
+/// ns-3 model: a packet held for a pipeline-paused queue outside the buffer
+/// (the authors' ConWeave VOQ), admitted when the queue resumes.
+#[derive(Debug)]
+struct VoqPacket {
+    frame: BytesMut,
+    ingress_port: Option<PortId>,
 }
 
 /// Why a packet was not enqueued.
@@ -318,6 +329,10 @@ struct Queue {
     paused: bool,
     leak: u32,
     stats: QueueStats,
+    /// ns-3 model only: packets held while the pipeline paused the queue,
+    /// outside every buffer count until [`TrafficManager::resume_queue`].
+    voq: VecDeque<VoqPacket>,
+    voq_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -506,6 +521,8 @@ impl TrafficManager {
                             paused: false,
                             leak: 0,
                             stats: QueueStats::default(),
+                            voq: VecDeque::new(),
+                            voq_bytes: 0,
                         })
                         .collect(),
                     nonempty: 0,
@@ -572,18 +589,25 @@ impl TrafficManager {
         let len = frame.len() as u64;
         let p = &mut self.ports[port.index()];
         let q = &mut p.queues[qi];
+        if self.ns3.is_some() && q.paused && !control {
+            // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
+            // the VOQ holds the packet outside the MMU, no check, no count.
+            q.voq_bytes += len;
+            q.voq.push_back(VoqPacket { frame, ingress_port });
+            return Ok(());
+        }
         if cells as u64 > free {
             q.stats.drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control;
-        let ingress_pending = !control && q.paused && (self.ns3.is_some() || self.cfg.held_outside_pfc);
+        let ingress_pending = !control && q.paused && self.cfg.held_outside_pfc;
         if let Some(n3) = &self.ns3 {
             if !control && !n3.egress_admits(q.bytes, len, self.cfg.egress_alpha) {
                 q.stats.drops_threshold += 1;
                 return Err((DropReason::DynamicThreshold, frame));
             }
-            if let Some(ip) = ingress_port.filter(|_| !control && !ingress_pending) {
+            if let Some(ip) = ingress_port.filter(|_| !control) {
                 if !n3.ingress_admits(ip.index(), (class & 7) as usize, len) {
                     q.stats.drops_buffer_full += 1;
                     return Err((DropReason::BufferFull, frame));
@@ -614,8 +638,8 @@ impl TrafficManager {
         });
         self.used_cells += cells as u64;
         self.max_used_cells = self.max_used_cells.max(self.used_cells);
-        // (Held outside the Tofino accounting: counted at resume_queue.)
-        if let Some(ip) = ingress_port.filter(|_| !(ingress_pending && self.ns3.is_none())) {
+        // (Held outside the PFC accounting: counted at resume_queue.)
+        if let Some(ip) = ingress_port.filter(|_| !ingress_pending) {
             let c = &mut self.ingress_cells[ip.index()][class as usize];
             *c += cells as u64;
             let held = *c;
@@ -626,7 +650,7 @@ impl TrafficManager {
                         pfc.push(PfcTransition { port: ip, class, pause: true });
                     }
                 }
-                Some(n3) if mmu_counted && !ingress_pending => {
+                Some(n3) if mmu_counted => {
                     n3.admit_ingress(ip.index(), (class & 7) as usize, len);
                     // CheckAndSendPfc: a pause on every arrival over the threshold.
                     let alpha = self.cfg.pfc.map_or(0.0, |p| p.alpha_in);
@@ -843,35 +867,34 @@ impl TrafficManager {
         }
     }
 
-    /// Resumes a queue from the data plane (credit 0). With the ns-3 model
-    /// or [`TmConfig::held_outside_pfc`] the packets it held enter the
-    /// ingress accounting now, as the authors' VOQ flush admits them
-    /// (`ConWeaveVOQ::FlushAllImmediately` → `DoSwitchSend`); the pause
-    /// check waits for the next arrival.
-    pub fn resume_queue(&mut self, port: PortId, queue: QueueId) {
-        if let Some(p) = self.ports.get_mut(port.index()) {
-            if let Some(q) = p.queues.get_mut(queue.0 as usize) {
-                q.paused = false;
-                q.leak = 0;
-                p.held &= !(1u128 << queue.0);
-                if self.ns3.is_none() {
-                    for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
-                        pkt.ingress_pending = false;
-                        if let Some(ip) = pkt.ingress_port {
-                            self.ingress_cells[ip.index()][pkt.pfc_class as usize] += pkt.cells as u64;
-                        }
-                    }
-                }
-                if let Some(n3) = &mut self.ns3 {
-                    for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
-                        pkt.ingress_pending = false;
-                        if let Some(ip) = pkt.ingress_port {
-                            n3.admit_ingress(ip.index(), (pkt.pfc_class & 7) as usize, pkt.frame.len() as u64);
-                        }
-                    }
-                }
+    /// Resumes a queue from the data plane (credit 0). With
+    /// [`TmConfig::held_outside_pfc`] the packets it held enter the ingress
+    /// (PFC) accounting now; the pause check waits for the next arrival.
+    /// With the ns-3 model the packets its VOQ held are admitted now, in
+    /// order, each through the full admission (the authors' flush,
+    /// `ConWeaveVOQ::FlushAllImmediately` → `DoSwitchSend`, which may drop
+    /// and may pause); PFC transitions are appended to `pfc` and the number
+    /// dropped is returned.
+    pub fn resume_queue(&mut self, now: Nanos, port: PortId, queue: QueueId, pfc: &mut Vec<PfcTransition>) -> u64 {
+        let Some(q) = self.ports.get_mut(port.index()).and_then(|p| p.queues.get_mut(queue.0 as usize)) else { return 0 };
+        q.paused = false;
+        q.leak = 0;
+        let voq = std::mem::take(&mut q.voq);
+        q.voq_bytes = 0;
+        for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
+            pkt.ingress_pending = false;
+            if let Some(ip) = pkt.ingress_port {
+                self.ingress_cells[ip.index()][pkt.pfc_class as usize] += pkt.cells as u64;
             }
         }
+        self.ports[port.index()].held &= !(1u128 << queue.0);
+        let mut dropped = 0;
+        for v in voq {
+            if self.enqueue(now, port, queue, v.frame, v.ingress_port, pfc).is_err() {
+                dropped += 1;
+            }
+        }
+        dropped
     }
 
     /// Whether the pipeline paused `queue` of `port`.
@@ -879,9 +902,10 @@ impl TrafficManager {
         self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).is_some_and(|q| q.paused)
     }
 
-    /// Depth of one queue in bytes.
+    /// Depth of one queue in bytes (with the ns-3 model, including what its
+    /// VOQ holds while the pipeline pauses it).
     pub fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
-        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.bytes)
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.bytes + q.voq_bytes)
     }
 
     /// Depth of one queue in cells (what the hardware reports).
@@ -894,9 +918,9 @@ impl TrafficManager {
         self.ports.get(port.index()).map_or(0, |p| p.bytes)
     }
 
-    /// Packets queued in one queue.
+    /// Packets queued in one queue (with the ns-3 model, including its VOQ).
     pub fn queue_len(&self, port: PortId, queue: QueueId) -> usize {
-        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.pkts.len())
+        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.pkts.len() + q.voq.len())
     }
 
     /// Counters of one queue.
@@ -948,6 +972,11 @@ impl TrafficManager {
         let mut n = 0;
         let nq = self.cfg.queues_per_port as usize;
         for qi in 0..nq {
+            let q = &mut self.ports[port.index()].queues[qi];
+            q.stats.drops_buffer_full += q.voq.len() as u64;
+            n += q.voq.len() as u64;
+            q.voq.clear();
+            q.voq_bytes = 0;
             while let Some(pkt) = self.ports[port.index()].queues[qi].pkts.pop_front() {
                 let p = &mut self.ports[port.index()];
                 let q = &mut p.queues[qi];
@@ -973,7 +1002,7 @@ impl TrafficManager {
     fn release(&mut self, now: Nanos, pkt: &QueuedPacket, pfc: &mut Vec<PfcTransition>) {
         self.used_cells -= pkt.cells as u64;
         let Some(ip) = pkt.ingress_port else { return };
-        if pkt.ingress_pending && self.ns3.is_none() {
+        if pkt.ingress_pending {
             // Left a paused queue (leak) before the Tofino accounting saw it.
             return;
         }
@@ -991,7 +1020,7 @@ impl TrafficManager {
                     }
                 }
             }
-            Some(n3) if pkt.mmu_counted && !pkt.ingress_pending => {
+            Some(n3) if pkt.mmu_counted => {
                 let (i, k) = (ip.index(), (class & 7) as usize);
                 n3.release_ingress(i, k, pkt.frame.len() as u64);
                 if self.xoff[i] & (1 << class) != 0 {
@@ -1117,7 +1146,7 @@ mod tests {
             t.enqueue(0, PortId(0), QueueId(3), frame(100), None, &mut pfc).unwrap();
         }
         assert!(t.dequeue(0, PortId(0), &mut rng, &mut pfc).is_none(), "nothing was in the dequeue pipeline when paused");
-        t.resume_queue(PortId(0), QueueId(3));
+        t.resume_queue(0, PortId(0), QueueId(3), &mut pfc);
         assert_eq!(std::iter::from_fn(|| t.dequeue(0, PortId(0), &mut rng, &mut pfc)).count(), 3);
     }
 
@@ -1147,7 +1176,7 @@ mod tests {
         assert_eq!(from0, 5, "other queues flow while one is paused");
         assert_eq!(from3, vec![0], "exactly the configured leak of 1 packet leaves after the pause");
         assert_eq!(t.queue_len(PortId(0), QueueId(3)), 4);
-        t.resume_queue(PortId(0), QueueId(3));
+        t.resume_queue(0, PortId(0), QueueId(3), &mut pfc);
         let rest: Vec<u8> = std::iter::from_fn(|| t.dequeue(0, PortId(0), &mut rng, &mut pfc)).map(|d| d.pkt.frame[0]).collect();
         assert_eq!(rest, vec![1, 2, 3, 4]);
     }
@@ -1272,19 +1301,29 @@ mod tests {
     }
 
     #[test]
-    fn ns3_packets_held_by_a_pipeline_pause_cause_no_pfc_until_resumed() {
+    fn ns3_packets_held_by_a_pipeline_pause_stay_outside_the_buffer_until_resumed() {
         let mut t = ns3_tm(None);
         let mut pfc = vec![];
         t.pause_queue(PortId(0), QueueId(0));
-        // Far more than the XOFF threshold (~54 packets), all held.
-        for _ in 0..100 {
+        // More than the whole 1 MB buffer, all held: no check, no count.
+        for _ in 0..1_500 {
             t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
         }
         assert!(pfc.is_empty(), "{pfc:?}");
-        t.resume_queue(PortId(0), QueueId(0));
-        // Now they count: the next arrival of that port and class pauses it.
-        t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
-        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: true }]);
+        assert_eq!(t.used_cells(), 0);
+        assert_eq!(t.queue_len(PortId(0), QueueId(0)), 1_500);
+        assert_eq!(t.queue_bytes(PortId(0), QueueId(0)), 1_500_000);
+        // Resumed: each is admitted in order as an arrival (the authors'
+        // flush through DoSwitchSend): pauses on every arrival over the
+        // XOFF threshold (~54 packets) and drops once the pool and the
+        // headroom are exhausted, or the queue exceeds its egress share.
+        let dropped = t.resume_queue(0, PortId(0), QueueId(0), &mut pfc);
+        let admitted = t.queue_len(PortId(0), QueueId(0)) as u64;
+        assert_eq!(admitted + dropped, 1_500);
+        assert!(dropped > 0 && admitted > 400, "admitted {admitted}, dropped {dropped}");
+        assert!(pfc.len() > 300 && pfc.iter().all(|p| *p == PfcTransition { port: PortId(2), class: 0, pause: true }), "{}", pfc.len());
+        assert_eq!(t.queue_bytes(PortId(0), QueueId(0)), admitted * 1000);
+        assert!(t.used_cells() > 0);
     }
 
     #[test]
@@ -1366,7 +1405,7 @@ mod tests {
             n += 1;
         }
         if outside {
-            t.resume_queue(PortId(0), QueueId(0));
+            assert_eq!(t.resume_queue(0, PortId(0), QueueId(0), &mut pfc), 0);
             t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
         }
         (n, pfc)

@@ -38,8 +38,10 @@
 //!   later packet of queue 0; REROUTED packets after the TAIL go to queue 0;
 //! - T_resume (Appendix A): on the first out-of-order packet, the arrival
 //!   time of the latest OLD packet of the epoch plus (TAIL_TX − its TX), or
-//!   now + θ_resume_default without one; each later OLD packet re-estimates
-//!   it; θ_resume_extra is added. A timer packet per held queue circles the
+//!   now + θ_resume_default without one (a REROUTED packet that opens its
+//!   epoch here); each later OLD packet re-estimates it; θ_resume_extra is
+//!   added in every case (conweave-routing.cc, `RouteInput`,
+//!   `timeExpectedToFlush`). A timer packet per held queue circles the
 //!   recirculation port (~1 µs per pass) and resumes the queue (and sends
 //!   CLEAR) when T_resume passes with no TAIL; it frees the queue's table
 //!   entry once the queue is empty;
@@ -711,18 +713,21 @@ impl ConWeave {
         let now = cx.now;
         let now32 = now as u32;
         // Stage 2: the connection's reorder state.
-        let (class, tail_tx) = cx.register(self.regs.dst_conn, idx, |old| {
+        let (class, tail_tx, epoch_start) = cx.register(self.regs.dst_conn, idx, |old| {
             let mut st = DstConn::unpack(old);
             let fresh = DstConn { sig, epoch: bits.epoch, tail_seen: false, rr_seen: false, epoch_tx: tx, tail_tx: 0 };
+            let mut epoch_start = false;
             if st.sig != sig {
                 st = fresh;
+                epoch_start = true;
             } else if st.epoch != bits.epoch {
                 if ts16_diff_ns(tx, st.epoch_tx) < 0 {
                     // Sent before the current epoch's first packet: a
                     // straggler of an older epoch, passed to the host.
-                    return (old, (DstClass::Ignore, 0));
+                    return (old, (DstClass::Ignore, 0, false));
                 }
                 st = fresh;
+                epoch_start = true;
             }
             let class = if bits.tail {
                 st.tail_seen = true;
@@ -740,14 +745,17 @@ impl ConWeave {
             } else {
                 DstClass::Old { update: st.rr_seen && !st.tail_seen }
             };
-            (st.pack(), (class, st.tail_tx))
+            (st.pack(), (class, st.tail_tx, epoch_start))
         })?;
-        // Stage 3: the latest OLD packet's (TX, arrival), for T_resume.
+        // Stage 3: the latest OLD packet's (TX, arrival), for T_resume. Only
+        // one of the current epoch counts: a REROUTED packet that opens its
+        // epoch here has none, and waits θ_resume_default (the authors'
+        // phase-0 cache, conweave-routing.cc `RouteInput`: reset when a new
+        // epoch begins with a phase-1 packet, `_phase0Cache = pkt_phase == 0`).
         let epoch = bits.epoch;
-        // (Any epoch: the latest packet not sent after a reroute describes the
-        // path that is OLD for the next reroute, as the authors' phase-0 cache.)
         let reference = cx.register(self.regs.dst_old_ref, idx, |old| match class {
             DstClass::Old { .. } | DstClass::Tail => ((1 << 49) | ((tx as u64) << 32) | now32 as u64, None),
+            DstClass::FirstOoo if epoch_start => (old, None),
             DstClass::FirstOoo => ((old), ((old >> 49) & 1 == 1).then_some(((old >> 32) as u16, old as u32))),
             _ => (old, None),
         })?;
@@ -764,7 +772,7 @@ impl ConWeave {
         if matches!(class, DstClass::Tail | DstClass::FirstOoo | DstClass::Ooo | DstClass::Old { update: true }) && n > 0 {
             let resume_at = match (class, reference) {
                 (DstClass::FirstOoo, Some((tx_ref, rx))) => estimate(rx, tx_ref),
-                (DstClass::FirstOoo, None) => now32.wrapping_add(self.times.resume_default as u32),
+                (DstClass::FirstOoo, None) => now32.wrapping_add((self.times.resume_default + self.times.resume_extra) as u32),
                 _ => estimate(now32, tx),
             };
             for k in 0..REORDER_BANKS {

@@ -207,6 +207,30 @@ fn losing_the_tail_flushes_the_queue_at_t_resume() {
     }
 }
 
+/// A REROUTED packet that opens its epoch at the DstToR has no OLD packet
+/// of that epoch to estimate T_resume from, though the previous epoch's
+/// were seen: it waits θ_resume_default + θ_resume_extra (the authors'
+/// phase-0 cache is reset by a new epoch's phase-1 packet,
+/// conweave-routing.cc `RouteInput`). With the previous epoch's reference it
+/// would expire at 1000 + (2048 − 1024) + 16 µs, long before its TAIL.
+#[test]
+fn a_rerouted_packet_opening_its_epoch_waits_the_default_t_resume() {
+    let f = leaf_pair(1, 2, BitRate::gbps(100));
+    let mut s = switch(&f, 1, &[("theta_resume_extra_us", "16"), ("theta_resume_default_us", "200")]);
+    let mut out = vec![];
+    // Epoch 0: OLD psn 0 and 1.
+    s.handle_frame(0, PortId(0), marked(&f, 1, 0, 0, bits(0, 0, false, false), 0, 0), &mut out);
+    s.handle_frame(1_000, PortId(0), marked(&f, 1, 0, 1, bits(0, 0, false, false), 1_024, 0), &mut out);
+    run(&mut s, 3_000, &mut out);
+    // Epoch 1 opens with REROUTED psn 3 (its TAIL, sent at 2048, is lost).
+    s.handle_frame(3_000, PortId(1), marked(&f, 1, 1, 3, bits(1, 1, true, false), 4_096, 2_048), &mut out);
+    run(&mut s, 1_000_000, &mut out);
+    let left = out.iter().find(|t| t.port == HOST_PORT && psn(&t.frame) == 3).expect("psn 3 delivered").start;
+    let t_resume = 3_000 + 200_000 + 16_000;
+    assert!(left >= t_resume && left < t_resume + 1_200, "left at {left}, T_resume {t_resume}");
+    assert_eq!(counter(&s, "conweave_resume_expiries"), 1);
+}
+
 #[test]
 fn rtt_request_and_ecn_marks_are_answered_with_reply_and_notify() {
     let f = leaf_pair(1, 2, BitRate::gbps(100));
