@@ -60,9 +60,9 @@
 //! Parameters and defaults (paper Table 3 and §4.1; DESIGN §6.1): θ_reply
 //! 8 µs, θ_path_busy 8 µs, θ_inactive 300 µs, θ_resume_extra 16 µs (64 µs
 //! on lossless switches, Appendix A; the authors' simulator uses 64 µs only
-//! on lossless fat-trees, see `attach` for why weft differs), θ_resume_default 200 µs; on a 3-tier fabric (detected from the switch's
-//! upward fan-out) θ_path_busy 16 µs, θ_inactive 1 ms, θ_resume_default
-//! 600 µs, unless set explicitly.
+//! on lossless fat-trees, see `attach`), θ_resume_default 200 µs; on a
+//! 3-tier fabric (detected from the switch's upward fan-out) θ_path_busy
+//! 16 µs, θ_inactive 1 ms, θ_resume_default 600 µs, unless set explicitly.
 //!
 //! Tofino2 resources (`weft resources --scheme conweave`, with the L3
 //! tables every program carries): 13 of 20 ingress stages, 13 stateful ALUs
@@ -993,14 +993,12 @@ impl Program for ConWeave {
         self.host_facing = view.host_facing.clone();
         self.queues_per_port = view.queues_per_port;
         if view.pfc && !self.explicit.contains_key("theta_resume_extra_us") {
-            // Lossless (PFC) paths vary more: the paper's Appendix A value.
-            // The authors' run.py uses 64 µs on lossless fat-trees and 16 µs
-            // on leaf-spine; weft keeps 64 µs on every lossless fabric:
-            // measured against their simulator on the same flow files
-            // (EXPERIMENTS.md, issue 11), 16 µs lets T_resume expire about
-            // ten times as often as there (AliStorage 50 %: 97 vs 8; Meta
-            // Hadoop 50 %: 77 vs 6 of ~15 000 reorder episodes). Set
-            // theta_resume_extra_us=16 for the authors' leaf-spine value.
+            // Lossless (PFC) paths vary more: the paper's Appendix A value,
+            // on every lossless fabric. The authors' run.py uses it on
+            // lossless fat-trees and 16 µs on leaf-spine; set
+            // theta_resume_extra_us=16 for that. (With 16 µs, weft's
+            // T_resume expiries on their 50 % flow files are 16 vs 8 and
+            // 9 vs 6 of ~15 000 reorder episodes: EXPERIMENTS.md, issue 11.)
             self.times.resume_extra = 64_000;
         }
         if self.upper_fanout > 1 {
