@@ -226,9 +226,6 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &EngineConfig) -> R
         let headroom_bytes =
             n.ports.iter().map(|p| Ns3Mmu::headroom_for(p.rate.bps(), fabric.links.get(p.link.index()).map_or(0, |l| l.delay))).collect();
         tm.buffer_model = BufferModel::Ns3(Ns3Mmu { headroom_bytes });
-        // The authors' MMU counts bytes: no cell rounding (with 176 B cells
-        // the whole buffer would fill before their byte pool does).
-        tm.cell_bytes = 1;
     }
     Ok(SwitchConfig {
         target,

@@ -52,6 +52,7 @@
 //!   calls `RemoveFromEgressAdmission` before `ShouldSendCN`);
 //! - no cut-through: every packet is admitted, queued and dequeued, as in
 //!   ns-3 (it makes no timing difference, only the accounting);
+//! - bytes, not cells: the configured cell size is replaced by 1 B;
 //! - packets that arrive for a queue the pipeline paused (ConWeave's reorder
 //!   queues) are held outside the buffer, with no admission check and no
 //!   count of any kind, until the queue resumes; then each is admitted in
@@ -500,7 +501,12 @@ pub struct TrafficManager {
 
 impl TrafficManager {
     /// A traffic manager for `ports` ports.
-    pub fn new(cfg: TmConfig, ports: usize) -> Self {
+    pub fn new(mut cfg: TmConfig, ports: usize) -> Self {
+        if matches!(cfg.buffer_model, BufferModel::Ns3(_)) {
+            // The authors' MMU counts bytes: no cell rounding (with 176 B
+            // cells the whole buffer would fill before their byte pool).
+            cfg.cell_bytes = 1;
+        }
         let n = cfg.queues_per_port as usize;
         let mut level_mask = [0u128; 8];
         let mut class_mask = [0u128; 8];
@@ -1323,7 +1329,8 @@ mod tests {
         assert!(dropped > 0 && admitted > 400, "admitted {admitted}, dropped {dropped}");
         assert!(pfc.len() > 300 && pfc.iter().all(|p| *p == PfcTransition { port: PortId(2), class: 0, pause: true }), "{}", pfc.len());
         assert_eq!(t.queue_bytes(PortId(0), QueueId(0)), admitted * 1000);
-        assert!(t.used_cells() > 0);
+        // Counted in bytes, not the configured 80 B cells (13 per frame).
+        assert_eq!(t.used_cells(), admitted * 1000);
     }
 
     #[test]
