@@ -377,14 +377,14 @@ pub type Progress<'a> = &'a mut dyn FnMut(Nanos, u64);
 /// emu-nodes of a distributed real-time run build their switches from).
 pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric::FabricSpec {
     let mut fabric = topo.fabric.clone();
+    // prepare() has rejected a bad value already.
+    let tm = tm_settings(&opts.transport_params).unwrap_or_default();
     for n in &mut fabric.nodes {
         if let NodeKind::Switch(s) = &mut n.kind {
             if let Some(sc) = &opts.scheme {
                 s.scheme = sc.clone();
             }
             s.params.extend(opts.params.clone());
-            // prepare() has rejected a bad value already.
-            let tm = tm_settings(&opts.transport_params).unwrap_or_default();
             (s.buffer_rules, s.held_outside_pfc) = (tm.rules, tm.held_outside_pfc);
             if tm.buffer_bytes.is_some() {
                 s.buffer_bytes = tm.buffer_bytes;

@@ -47,19 +47,16 @@ fn incast_with_the_ns3_buffer_model_is_lossless_within_its_pool() {
 fn the_held_packet_accounting_and_buffer_size_options_reach_every_switch() {
     use emu_node::fabric::NodeKind;
     let topo = emu_orchestrator::topology::Topology::parse("t.toml", &leaf_spine(2, 2, 2, r#"{ rate = "10Gbps" }"#, "")).expect("topology");
-    let held = |sets: &[(&str, &str)]| -> Vec<bool> {
+    let switches = |sets: &[(&str, &str)]| -> Vec<emu_node::fabric::SwitchSpec> {
         let transport_params = sets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let f = emu_orchestrator::experiment::configured_fabric(&topo, &RunOptions { transport_params, ..RunOptions::default() });
-        f.nodes.iter().filter_map(|n| if let NodeKind::Switch(s) = &n.kind { Some(s.held_outside_pfc) } else { None }).collect()
+        f.nodes.iter().filter_map(|n| if let NodeKind::Switch(s) = &n.kind { Some(s.clone()) } else { None }).collect()
     };
+    let held = |sets: &[(&str, &str)]| -> Vec<bool> { switches(sets).iter().map(|s| s.held_outside_pfc).collect() };
+    let buffers = |sets: &[(&str, &str)]| -> Vec<Option<u64>> { switches(sets).iter().map(|s| s.buffer_bytes).collect() };
     assert_eq!(held(&[]), vec![false; 4]);
     assert_eq!(held(&[("tm.held_pfc", "outside")]), vec![true; 4]);
     assert_eq!(held(&[("tm.buffer", "ns3"), ("tm.held_pfc", "outside")]), vec![true; 4]);
-    let buffers = |sets: &[(&str, &str)]| -> Vec<Option<u64>> {
-        let transport_params = sets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let f = emu_orchestrator::experiment::configured_fabric(&topo, &RunOptions { transport_params, ..RunOptions::default() });
-        f.nodes.iter().filter_map(|n| if let NodeKind::Switch(s) = &n.kind { Some(s.buffer_bytes) } else { None }).collect()
-    };
     assert_eq!(buffers(&[]), vec![None; 4]);
     assert_eq!(buffers(&[("tm.buffer_bytes", "9437184")]), vec![Some(9_437_184); 4]);
 }
