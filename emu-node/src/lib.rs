@@ -9,7 +9,8 @@
 //! later — only moves frames and time.
 //!
 //! Modules, one concept each:
-//! - [`wire`]: zero-copy typed views of the headers weft forwards;
+//! - [`wire`] (the `weft-wire` crate, with [`time`] and [`ids`]): zero-copy
+//!   typed views of the headers weft forwards;
 //! - [`tofino`]: the Intel Tofino model (pipeline budgets, registers,
 //!   traffic manager, PFC);
 //! - [`schemes`]: load-balancing schemes, each a Tofino [`tofino::Program`];
@@ -37,6 +38,9 @@
 //! - [`runtime`]: assembles actors, links and hosts of one process.
 #![deny(missing_docs)]
 
+pub use weft_wire as wire;
+pub use weft_wire::{ids, time};
+
 pub mod actor;
 pub mod clock;
 pub mod control;
@@ -44,7 +48,6 @@ pub mod engine;
 pub mod fabric;
 pub mod fct;
 pub mod host;
-pub mod ids;
 pub mod lag;
 pub mod link;
 pub mod metrics;
@@ -54,9 +57,7 @@ pub mod schemes;
 pub mod serializer;
 pub mod switch;
 pub mod tap;
-pub mod time;
 pub mod tls;
 pub mod tofino;
 pub mod traffic;
-pub mod wire;
 pub mod workload;

@@ -2,8 +2,8 @@
 //! switch handling the frame: nothing may panic on any input.
 #![no_main]
 
-use emu_node::wire::frame::FrameInfo;
-use emu_node::wire::{arp, ethernet, ipv4, pfc, roce, tcp, udp, vxlan};
+use weft_wire::frame::FrameInfo;
+use weft_wire::{arp, ethernet, ipv4, pfc, roce, tcp, udp, vxlan};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -378,7 +378,7 @@ pub fn verify_icrc(ipv4_packet: &[u8]) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{ipv4, udp, Ipv4Address};
+    use crate::{ipv4, udp, Ipv4Address};
 
     fn roce_packet(payload: &[u8], opcode: Opcode) -> Vec<u8> {
         let ext = opcode.ext_header_len();

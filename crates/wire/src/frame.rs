@@ -143,7 +143,7 @@ fn parse_ipv4(b: &[u8], l3: usize) -> Result<Ipv4Info> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::EthernetAddress;
+    use crate::EthernetAddress;
 
     fn udp_frame(dport: u16, payload: usize) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 8 + payload];

@@ -1,5 +1,12 @@
-//! Zero-copy, typed views of the wire formats weft forwards, in the style of
-//! `smoltcp::wire`.
+//! # weft-wire — the wire formats weft forwards, and the units it counts in
+//!
+//! The lowest layer of weft (DESIGN §3: wire → chip model → schemes → core →
+//! runtime → orchestrator). It depends on no other weft crate and must never
+//! do so: the chip model, the schemes, the hosts and every driver build on
+//! it, and the fuzz targets compile it alone. Design choice: zero-copy typed
+//! views of the headers weft forwards, in the style of `smoltcp::wire`, plus
+//! the two vocabularies every layer shares: [`time`] (integer nanoseconds and
+//! bit rates) and [`ids`] (node, port and queue identifiers).
 //!
 //! Contract (the same as smoltcp's): a view `Xxx<B: AsRef<[u8]>>` wraps a
 //! buffer. `Xxx::new_checked(buf)` validates the length (and, where the
@@ -13,7 +20,12 @@
 //! Malformed input yields [`Error`], never a panic; `fuzz/` holds a
 //! cargo-fuzz target for [`frame::FrameInfo::parse`].
 //!
-//! This module does no I/O and reads no clock.
+//! This crate does no I/O, reads no clock and draws no random numbers.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod ids;
+pub mod time;
 
 pub mod arp;
 pub mod conweave;
