@@ -12,24 +12,12 @@
 use crate::ids::{LinkId, NodeId, PortId};
 use crate::schemes::Params;
 use crate::time::{BitRate, Nanos};
+pub use crate::tofino::l3::Route;
+pub use crate::tofino::SwitchRole;
 use crate::tofino::{BufferRules, RedConfig};
 use crate::wire::{EthernetAddress, Ipv4Address};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-
-/// Role of a switch in a Clos fabric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
-#[serde(rename_all = "kebab-case")]
-pub enum SwitchRole {
-    /// Top-of-rack / leaf / edge (hosts attach here).
-    Leaf,
-    /// Spine (2-tier) or aggregation (3-tier).
-    Spine,
-    /// Fat-tree core.
-    Core,
-    /// Anything else (explicit topologies).
-    Other,
-}
 
 /// Kind of host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,22 +50,6 @@ pub struct PortSpec {
     pub mtu: u16,
     /// For a leaf port facing a host: the gateway address it answers ARP for.
     pub gateway: Option<Ipv4Address>,
-}
-
-/// An IPv4 route: prefix → equal-cost egress ports.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Route {
-    /// Network address.
-    pub prefix: Ipv4Address,
-    /// Prefix length.
-    pub len: u8,
-    /// Equal-cost egress ports.
-    pub ports: Vec<PortId>,
-    /// Index of the leaf (ToR) the prefix's hosts attach to, in the order of
-    /// [`SwitchSpec::leaf_index`] (schemes that keep per-destination-ToR
-    /// state use it: CONGA's tables, ConWeave's path status).
-    #[serde(default)]
-    pub dst_leaf: Option<u16>,
 }
 
 /// Switch-specific settings.

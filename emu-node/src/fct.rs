@@ -35,8 +35,8 @@
 use crate::fabric::FabricSpec;
 use crate::ids::NodeId;
 use crate::serializer::Serializer;
-use crate::switch::routing::RouteTable;
 use crate::time::{BitRate, Nanos};
+use crate::tofino::l3::RouteTable;
 use crate::wire::Ipv4Address;
 
 /// One link of a path, in the direction of the flow.

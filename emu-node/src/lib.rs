@@ -11,8 +11,8 @@
 //! Modules, one concept each:
 //! - [`wire`] (the `weft-wire` crate, with [`time`] and [`ids`]): zero-copy
 //!   typed views of the headers weft forwards;
-//! - [`tofino`]: the Intel Tofino model (pipeline budgets, registers,
-//!   traffic manager, PFC);
+//! - [`tofino`] (the `weft-tofino` crate): the Intel Tofino model (pipeline
+//!   budgets, registers, traffic manager, PFC, the L3 table);
 //! - [`schemes`]: load-balancing schemes, each a Tofino [`tofino::Program`];
 //! - [`switch`]: a sans-IO switch = model + loaded program + ports;
 //! - [`host`]: synthetic endpoints;
@@ -38,6 +38,7 @@
 //! - [`runtime`]: assembles actors, links and hosts of one process.
 #![deny(missing_docs)]
 
+pub use weft_tofino as tofino;
 pub use weft_wire as wire;
 pub use weft_wire::{ids, time};
 
@@ -58,6 +59,5 @@ pub mod serializer;
 pub mod switch;
 pub mod tap;
 pub mod tls;
-pub mod tofino;
 pub mod traffic;
 pub mod workload;

@@ -4,9 +4,10 @@
 use super::*;
 use crate::fabric::leaf_pair;
 use crate::ids::{NodeId, PortId, QueueId};
-use crate::switch::{routing::RouteTable, Switch, SwitchConfig, Transmit};
+use crate::switch::{Switch, SwitchConfig, Transmit};
 use crate::time::{BitRate, Nanos};
-use crate::tofino::program::{declarations_of, declare_l3_tables, IngressCx, IngressDecision, PacketSource, QueueDepths};
+use crate::tofino::l3::RouteTable;
+use crate::tofino::program::{declarations_of, declare_l3_tables, IngressCx, IngressDecision, PacketSource, PassRegisters, QueueDepths};
 use crate::tofino::registers::PassState;
 use crate::tofino::{Gress, RegisterFile, TargetProfile};
 use crate::wire::frame::FrameInfo;
@@ -113,8 +114,7 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
             dst_leaf: Some(1),
             decision: IngressDecision::default(),
             routes: &routes,
-            regs: &mut regs,
-            pass: PassState::new(trial + 1, Gress::Ingress),
+            registers: PassRegisters::new(&mut regs, PassState::new(trial + 1, Gress::Ingress)),
         };
         prog.ingress(&mut cx).unwrap();
         let chosen = cx.decision.egress_port.unwrap();

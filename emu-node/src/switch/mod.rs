@@ -20,16 +20,15 @@
 //! port and the packet generator are modelled here (DESIGN §4).
 //! Malformed frames are counted and dropped, never panic.
 
-pub mod routing;
-
 use crate::fabric::{NodeSpec, PortSpec, SwitchRole};
 use crate::ids::{NodeId, PortId, QueueId};
 use crate::schemes;
 use crate::serializer::Serializer;
 use crate::time::{BitRate, Nanos};
+use crate::tofino::l3::RouteTable;
 use crate::tofino::program::{
-    declarations_of, declare_l3_tables, CpuCx, EgressCx, EmitTarget, IngressDecision, PacketGenerator, PacketSource, QueueDepths,
-    SwitchView,
+    declarations_of, declare_l3_tables, CpuCx, EgressCx, EmitTarget, IngressDecision, PacketGenerator, PacketSource, PassRegisters,
+    QueueDepths, SwitchView,
 };
 use crate::tofino::registers::PassState;
 use crate::tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
@@ -41,7 +40,6 @@ use crate::wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress};
 use bytes::BytesMut;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use routing::RouteTable;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -272,18 +270,6 @@ impl QueueDepths for DepthSnapshot<'_> {
     }
 }
 
-impl QueueDepths for TrafficManager {
-    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
-        TrafficManager::queue_bytes(self, port, queue)
-    }
-    fn port_bytes(&self, port: PortId) -> u64 {
-        TrafficManager::port_bytes(self, port)
-    }
-    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64 {
-        TrafficManager::queue_cells(self, port, queue)
-    }
-}
-
 /// EtherType of packet-generator frames (IEEE local experimental).
 pub const GENERATOR_ETHERTYPE: u16 = 0x88b5;
 
@@ -347,8 +333,9 @@ impl Switch {
             pfc: cfg.tm.pfc.is_some(),
         });
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
-        decl.usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
-        let regs = RegisterFile::new(&decl.usage.registers);
+        let (usage, generators) = decl.into_parts();
+        usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
+        let regs = RegisterFile::new(&usage.registers);
         let nports = node.ports.len();
         let ports: Vec<Port> = node
             .ports
@@ -365,7 +352,7 @@ impl Switch {
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let hash_seed = rand::Rng::random::<u32>(&mut rng);
         let mut timers = BinaryHeap::new();
-        for (i, g) in decl.generators.iter().enumerate() {
+        for (i, g) in generators.iter().enumerate() {
             timers.push(Reverse((g.period_ns, Timer::Generator(i as u8))));
         }
         let tm = TrafficManager::new(cfg.tm.clone(), nports + 2);
@@ -377,14 +364,14 @@ impl Switch {
             tm,
             program,
             regs,
-            usage: decl.usage,
+            usage,
             routes: RouteTable::new(&routes_spec),
             rng,
             hash_seed,
             timers,
             pass_serial: 0,
             snapshot: RefCell::new((0..nports + 2).map(|_| PortSnapshot::default()).collect()),
-            generators: decl.generators,
+            generators,
             internal: VecDeque::new(),
             internal_busy_until: [0; 2],
             recirc_meta: VecDeque::new(),
@@ -667,8 +654,7 @@ impl Switch {
             dst_leaf,
             decision: IngressDecision::default(),
             routes: &self.routes,
-            regs: &mut self.regs,
-            pass: PassState::new(self.pass_serial, Gress::Ingress),
+            registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Ingress)),
         };
         let result = self.program.ingress(&mut cx);
         let decision = std::mem::take(&mut cx.decision);
@@ -954,8 +940,7 @@ impl Switch {
             depths: &self.tm,
             drop: false,
             flow_control: Vec::new(),
-            regs: &mut self.regs,
-            pass: PassState::new(self.pass_serial, Gress::Egress),
+            registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Egress)),
         };
         let r = self.program.egress(&mut cx);
         let (dropped, fcs) = (cx.drop, std::mem::take(&mut cx.flow_control));

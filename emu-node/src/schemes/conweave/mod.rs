@@ -83,10 +83,10 @@ pub mod frames;
 
 use super::ecmp::{flow_hash, select_resilient};
 use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
-use crate::fabric::SwitchRole;
 use crate::ids::{PortId, QueueId};
 use crate::time::Nanos;
 use crate::tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, SwitchView};
+use crate::tofino::SwitchRole;
 use crate::tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId, TmConfig};
 use crate::wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
 use crate::wire::frame::{FrameInfo, FrameKind};

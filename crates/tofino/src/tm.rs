@@ -69,13 +69,13 @@
 //!
 //! No I/O, no clock: `now` is passed in; randomness comes from the caller's RNG.
 
-use crate::ids::{PortId, QueueId};
-use crate::time::Nanos;
-use crate::tofino::depth_histogram::DepthHistogram;
+use crate::depth_histogram::DepthHistogram;
 use bytes::BytesMut;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+use weft_wire::ids::{PortId, QueueId};
+use weft_wire::time::Nanos;
 
 /// RED-style ECN marking profile of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -1057,6 +1057,19 @@ impl TrafficManager {
     /// pause expires (weft's model); the ns-3 model renews it only on arrivals.
     pub fn refreshes_pause(&self) -> bool {
         self.ns3.is_none()
+    }
+}
+
+/// Egress sees the traffic manager's exact depths.
+impl crate::program::QueueDepths for TrafficManager {
+    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
+        TrafficManager::queue_bytes(self, port, queue)
+    }
+    fn port_bytes(&self, port: PortId) -> u64 {
+        TrafficManager::port_bytes(self, port)
+    }
+    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64 {
+        TrafficManager::queue_cells(self, port, queue)
     }
 }
 

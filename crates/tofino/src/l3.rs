@@ -5,10 +5,27 @@
 //! Invariant: prefix lengths are probed longest first; a lookup costs one
 //! hash probe per distinct prefix length present (two in Clos fabrics).
 
-use crate::fabric::Route;
-use crate::ids::PortId;
-use crate::wire::Ipv4Address;
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use weft_wire::ids::PortId;
+use weft_wire::Ipv4Address;
+
+/// An IPv4 route: prefix → equal-cost egress ports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Route {
+    /// Network address.
+    pub prefix: Ipv4Address,
+    /// Prefix length.
+    pub len: u8,
+    /// Equal-cost egress ports.
+    pub ports: Vec<PortId>,
+    /// Index of the leaf (ToR) the prefix's hosts attach to, in the order of
+    /// the fabric's leaf index (`SwitchSpec::leaf_index`); schemes that keep
+    /// per-destination-ToR state use it (CONGA's tables, ConWeave's path
+    /// status).
+    #[serde(default)]
+    pub dst_leaf: Option<u16>,
+}
 
 /// Index of an equal-cost group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,26 +9,46 @@
 //! the CPU. Register state lives in the switch's [`RegisterFile`] so the
 //! access rules of the hardware are enforced on every access.
 
+use super::l3::RouteTable;
 use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
 use super::resources::{Gress, HashDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
 use super::tm::TmConfig;
-use crate::fabric::SwitchRole;
-use crate::ids::{PortId, QueueId};
-use crate::switch::routing::RouteTable;
-use crate::time::{BitRate, Nanos};
-use crate::wire::frame::FrameInfo;
-use crate::wire::Ipv4Address;
 use bytes::BytesMut;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::{PortId, QueueId};
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::Ipv4Address;
+
+/// Role of a switch in a Clos fabric (what a program learns of the
+/// fabric through [`SwitchView`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchRole {
+    /// Top-of-rack / leaf / edge (hosts attach here).
+    Leaf,
+    /// Spine (2-tier) or aggregation (3-tier).
+    Spine,
+    /// Fat-tree core.
+    Core,
+    /// Anything else (explicit topologies).
+    Other,
+}
 
 /// The program's declaration builder, filled by [`Program::declare`].
 #[derive(Debug, Default)]
 pub struct Declarations {
-    pub(crate) usage: ResourceUsage,
-    pub(crate) generators: Vec<PacketGenerator>,
+    usage: ResourceUsage,
+    generators: Vec<PacketGenerator>,
 }
 
 impl Declarations {
+    /// What was declared: the resource usage (checked against the target
+    /// when the switch loads the program) and the packet generators.
+    pub fn into_parts(self) -> (ResourceUsage, Vec<PacketGenerator>) {
+        (self.usage, self.generators)
+    }
     /// Declares a register array of `entries` x `width_bits` in `stage`.
     pub fn register(&mut self, name: &str, gress: Gress, stage: u8, entries: u32, width_bits: u32) -> RegisterId {
         self.usage.registers.push(RegisterDecl { name: name.into(), gress, stage, entries, width_bits });
@@ -165,6 +185,27 @@ pub trait QueueDepths {
     fn queue_cells(&self, port: PortId, queue: QueueId) -> u64;
 }
 
+/// The register file seen through one pipeline pass: every access goes
+/// through [`RegisterFile::access`] with the pass's state, so the
+/// one-access-per-pass and stage-order rules hold. The switch makes one per
+/// pass.
+pub struct PassRegisters<'a> {
+    regs: &'a mut RegisterFile,
+    pass: PassState,
+}
+
+impl<'a> PassRegisters<'a> {
+    /// The registers of `regs` for the pass `pass`.
+    pub fn new(regs: &'a mut RegisterFile, pass: PassState) -> Self {
+        PassRegisters { regs, pass }
+    }
+    /// One stateful-ALU access to `reg[index]` (see [`RegisterFile::access`]).
+    #[inline]
+    pub fn access<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
+        self.regs.access(&mut self.pass, reg, index, f)
+    }
+}
+
 /// Everything a program sees and decides in one ingress pass.
 pub struct IngressCx<'a> {
     /// Ingress timestamp.
@@ -190,16 +231,17 @@ pub struct IngressCx<'a> {
     pub dst_leaf: Option<u16>,
     /// The decisions.
     pub decision: IngressDecision,
-    pub(crate) routes: &'a RouteTable,
-    pub(crate) regs: &'a mut RegisterFile,
-    pub(crate) pass: PassState,
+    /// The switch's L3 table (read-only; see [`IngressCx::route`]).
+    pub routes: &'a RouteTable,
+    /// The register file as this pass sees it.
+    pub registers: PassRegisters<'a>,
 }
 
 impl IngressCx<'_> {
     /// One stateful-ALU access to `reg[index]` (see [`RegisterFile::access`]).
     #[inline]
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
-        self.regs.access(&mut self.pass, reg, index, f)
+        self.registers.access(reg, index, f)
     }
     /// Chooses the egress port.
     pub fn forward(&mut self, port: PortId) {
@@ -252,15 +294,15 @@ pub struct EgressCx<'a> {
     pub drop: bool,
     /// Queue pause/resume messages.
     pub flow_control: Vec<QueueFlowControl>,
-    pub(crate) regs: &'a mut RegisterFile,
-    pub(crate) pass: PassState,
+    /// The register file as this pass sees it.
+    pub registers: PassRegisters<'a>,
 }
 
 impl EgressCx<'_> {
     /// One stateful-ALU access in the egress pipeline.
     #[inline]
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
-        self.regs.access(&mut self.pass, reg, index, f)
+        self.registers.access(reg, index, f)
     }
 }
 

@@ -4,8 +4,8 @@
 //! summarised in DESIGN §4; `unlimited` lifts every limit for experiments
 //! that ignore the chip. Every figure can be overridden per switch.
 
-use crate::time::BitRate;
 use serde::{Deserialize, Serialize};
+use weft_wire::time::BitRate;
 
 /// The budgets and fixed costs of one switch ASIC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
