@@ -13,7 +13,8 @@
 //!   typed views of the headers weft forwards;
 //! - [`tofino`] (the `weft-tofino` crate): the Intel Tofino model (pipeline
 //!   budgets, registers, traffic manager, PFC, the L3 table);
-//! - [`schemes`]: load-balancing schemes, each a Tofino [`tofino::Program`];
+//! - [`schemes`] (the `weft-schemes` crate): load-balancing schemes, each a
+//!   Tofino [`tofino::Program`];
 //! - [`switch`]: a sans-IO switch = model + loaded program + ports;
 //! - [`host`]: synthetic endpoints;
 //! - [`fabric`]: the resolved description of a fabric (nodes, ports, links,
@@ -38,6 +39,7 @@
 //! - [`runtime`]: assembles actors, links and hosts of one process.
 #![deny(missing_docs)]
 
+pub use weft_schemes as schemes;
 pub use weft_tofino as tofino;
 pub use weft_wire as wire;
 pub use weft_wire::{ids, time};
@@ -54,7 +56,6 @@ pub mod link;
 pub mod metrics;
 pub mod results;
 pub mod runtime;
-pub mod schemes;
 pub mod serializer;
 pub mod switch;
 pub mod tap;

@@ -36,6 +36,9 @@ pub enum SwitchRole {
     Other,
 }
 
+/// EtherType of packet-generator frames (IEEE local experimental).
+pub const GENERATOR_ETHERTYPE: u16 = 0x88b5;
+
 /// The program's declaration builder, filled by [`Program::declare`].
 #[derive(Debug, Default)]
 pub struct Declarations {

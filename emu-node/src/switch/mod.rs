@@ -270,8 +270,7 @@ impl QueueDepths for DepthSnapshot<'_> {
     }
 }
 
-/// EtherType of packet-generator frames (IEEE local experimental).
-pub const GENERATOR_ETHERTYPE: u16 = 0x88b5;
+pub use crate::tofino::program::GENERATOR_ETHERTYPE;
 
 /// A sans-IO switch. See the module documentation for the call order.
 pub struct Switch {
@@ -1066,3 +1065,8 @@ fn mark_ce(frame: &mut BytesMut) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod conweave_tests;
+#[cfg(test)]
+mod scheme_tests;

@@ -11,9 +11,9 @@
 //! ECN-capable. It goes from the destination ToR towards the data's source
 //! host; the source ToR consumes it.
 
-use crate::wire::conweave::{self, CwBits};
-use crate::wire::{ethernet, ipv4, roce, udp, EtherType, EthernetAddress, Ipv4Address};
 use bytes::BytesMut;
+use weft_wire::conweave::{self, CwBits};
+use weft_wire::{ethernet, ipv4, roce, udp, EtherType, EthernetAddress, Ipv4Address};
 
 /// DSCP of control packets (CS6: the control queue).
 pub const CONTROL_DSCP: u8 = 48;
@@ -97,7 +97,7 @@ pub struct TimerInfo {
 /// Builds a timer packet.
 pub fn timer(t: TimerInfo) -> BytesMut {
     let mut f = BytesMut::zeroed(TIMER_LEN);
-    f[12..14].copy_from_slice(&crate::switch::GENERATOR_ETHERTYPE.to_be_bytes());
+    f[12..14].copy_from_slice(&weft_tofino::program::GENERATOR_ETHERTYPE.to_be_bytes());
     let p = &mut f[ethernet::HEADER_LEN..];
     p[0] = TIMER_MAGIC;
     p[1..3].copy_from_slice(&t.port.to_be_bytes());
@@ -115,7 +115,7 @@ pub fn timer(t: TimerInfo) -> BytesMut {
 /// Parses a timer packet; `None` if it is not one.
 pub fn parse_timer(f: &[u8]) -> Option<TimerInfo> {
     let p = f.get(ethernet::HEADER_LEN..ethernet::HEADER_LEN + 22)?;
-    if f.get(12..14)? != crate::switch::GENERATOR_ETHERTYPE.to_be_bytes() || p[0] != TIMER_MAGIC {
+    if f.get(12..14)? != weft_tofino::program::GENERATOR_ETHERTYPE.to_be_bytes() || p[0] != TIMER_MAGIC {
         return None;
     }
     let u32at = |i: usize| u32::from_be_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
@@ -137,8 +137,8 @@ pub fn parse_timer(f: &[u8]) -> Option<TimerInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::conweave::CwOpcode;
-    use crate::wire::frame::FrameInfo;
+    use weft_wire::conweave::CwOpcode;
+    use weft_wire::frame::FrameInfo;
 
     #[test]
     fn control_packets_parse_as_rocev2_control_traffic() {

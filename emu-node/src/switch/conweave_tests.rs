@@ -1,16 +1,19 @@
 //! ConWeave mechanism tests on the two-leaf fabric of
-//! [`leaf_pair`](crate::fabric::leaf_pair), with hand-made RoCEv2 frames and
+//! [`leaf_pair`](crate::fabric::leaf_pair) (moved here from weft-schemes: they need a whole switch), with hand-made RoCEv2 frames and
 //! exact expected outcomes (paper Fig. 8/9, Appendix A).
 
-use super::frames::{self, Connection};
-use super::*;
 use crate::fabric::{leaf_pair, FabricSpec};
-use crate::ids::NodeId;
+use crate::ids::{NodeId, PortId, QueueId};
+use crate::schemes::conweave::frames::{self, Connection};
+use crate::schemes::conweave::ConWeave;
+use crate::schemes::Params;
 use crate::switch::{Switch, SwitchConfig, Transmit};
-use crate::time::BitRate;
+use crate::time::{BitRate, Nanos};
 use crate::tofino::TargetProfile;
+use crate::wire::conweave::{self as cwire, ts16, CwBits, CwOpcode};
+use crate::wire::frame::FrameInfo;
 use crate::wire::roce::{self, BthPacket, BthRepr, Opcode};
-use crate::wire::{ethernet, udp, EtherType, Ipv4Address};
+use crate::wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
 use bytes::BytesMut;
 
 const H0: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);

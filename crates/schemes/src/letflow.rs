@@ -19,9 +19,9 @@
 use super::ecmp::flow_hash;
 use super::flowlet::{random_up_port, FlowletTable};
 use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
-use crate::time::Nanos;
-use crate::tofino::program::Declarations;
-use crate::tofino::{Gress, IngressCx, Program, ProgramError};
+use weft_tofino::program::Declarations;
+use weft_tofino::{Gress, IngressCx, Program, ProgramError};
+use weft_wire::time::Nanos;
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {

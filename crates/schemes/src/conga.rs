@@ -4,7 +4,7 @@
 //! - **Overlay** (§2.5, §3.1): the source leaf encapsulates every packet
 //!   bound for another leaf in Ethernet / IPv4 / UDP 4789 / VXLAN carrying
 //!   LBTag (the uplink's index in the equal-cost group), CE, FB_LBTag and
-//!   FB_Metric ([`crate::wire::vxlan`]); the destination leaf decapsulates
+//!   FB_Metric ([`weft_wire::vxlan`]); the destination leaf decapsulates
 //!   (copying a CE mark of the outer header into an ECN-capable inner one,
 //!   RFC 6040). The outer addresses are the inner ones: weft's fabric routes
 //!   host prefixes, not VTEP loopbacks; the source leaf of a packet is the
@@ -48,13 +48,13 @@
 use super::ecmp::flow_hash;
 use super::flowlet::FlowletTable;
 use super::{param, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
-use crate::ids::PortId;
-use crate::time::Nanos;
-use crate::tofino::program::{Declarations, PacketSource, SwitchView};
-use crate::tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
-use crate::wire::frame::FrameInfo;
-use crate::wire::{ethernet, ipv4, udp, vxlan, EtherType, EthernetAddress};
 use bytes::BytesMut;
+use weft_tofino::program::{Declarations, PacketSource, SwitchView};
+use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::PortId;
+use weft_wire::time::Nanos;
+use weft_wire::{ethernet, ipv4, udp, vxlan, EtherType, EthernetAddress};
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {

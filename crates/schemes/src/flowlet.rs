@@ -13,10 +13,10 @@
 //! Timestamps are the low 32 bits of the ns clock (wrapping difference, as
 //! a 32-bit SALU compares them); port entries store port + 1 (0 = empty).
 
-use crate::ids::PortId;
-use crate::time::Nanos;
-use crate::tofino::program::Declarations;
-use crate::tofino::{Gress, IngressCx, ProgramError, RegisterId};
+use weft_tofino::program::Declarations;
+use weft_tofino::{Gress, IngressCx, ProgramError, RegisterId};
+use weft_wire::ids::PortId;
+use weft_wire::time::Nanos;
 
 /// The outcome of a flowlet lookup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -83,16 +83,16 @@ pub mod frames;
 
 use super::ecmp::{flow_hash, select_resilient};
 use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
-use crate::ids::{PortId, QueueId};
-use crate::time::Nanos;
-use crate::tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, SwitchView};
-use crate::tofino::SwitchRole;
-use crate::tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId, TmConfig};
-use crate::wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
-use crate::wire::frame::{FrameInfo, FrameKind};
-use crate::wire::ipv4;
 use frames::{Connection, TimerInfo};
 use std::collections::BTreeMap;
+use weft_tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, SwitchView};
+use weft_tofino::SwitchRole;
+use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId, TmConfig};
+use weft_wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
+use weft_wire::frame::{FrameInfo, FrameKind};
+use weft_wire::ids::{PortId, QueueId};
+use weft_wire::ipv4;
+use weft_wire::time::Nanos;
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {
@@ -394,7 +394,7 @@ fn queue_slot(q: u8) -> (usize, u32) {
 /// Whether the BTH at `bth` is an RC SEND or RDMA WRITE packet (ConWeave
 /// reroutes data; ACK/NAK and CNP go by ECMP in the control queue).
 fn carries_data(frame: &[u8], bth: usize) -> bool {
-    use crate::wire::roce::{BthPacket, Opcode};
+    use weft_wire::roce::{BthPacket, Opcode};
     frame.get(bth..).and_then(|b| BthPacket::new_checked(b).ok()).is_some_and(|b| {
         matches!(
             b.opcode(),
@@ -446,7 +446,7 @@ impl ConWeave {
     }
 
     fn conn_key(src: ipv4::Ipv4Address, dst: ipv4::Ipv4Address, sport: u16) -> (u32, u16) {
-        let h = flow_hash(CONN_SEED, (src.0, dst.0, 17, sport, crate::wire::udp::ROCEV2_PORT), true);
+        let h = flow_hash(CONN_SEED, (src.0, dst.0, 17, sport, weft_wire::udp::ROCEV2_PORT), true);
         (h, ((h >> 16) as u16) | 1)
     }
 
@@ -706,7 +706,7 @@ impl ConWeave {
             src: ip.src,
             dst: ip.dst,
             sport: ip.src_port,
-            dest_qp: crate::wire::roce::BthPacket::new_checked(&cx.frame[bth..]).map(|b| b.dest_qp()).unwrap_or(0),
+            dest_qp: weft_wire::roce::BthPacket::new_checked(&cx.frame[bth..]).map(|b| b.dest_qp()).unwrap_or(0),
         };
         let (h, sig) = Self::conn_key(ip.src, ip.dst, ip.src_port);
         let idx = h % self.conn_entries;
@@ -1025,7 +1025,7 @@ impl Program for ConWeave {
         }
         let data = tm.queues[0];
         for q in 1..n - 1 {
-            tm.queues[q as usize] = crate::tofino::QueueConfig { priority: 1, weight: 1, ecn: data.ecn, pfc_class: data.pfc_class };
+            tm.queues[q as usize] = weft_tofino::QueueConfig { priority: 1, weight: 1, ecn: data.ecn, pfc_class: data.pfc_class };
         }
     }
 
@@ -1076,7 +1076,7 @@ impl Program for ConWeave {
         // that this program made a strict-priority reorder queue: it would
         // overtake every flow of Q_0 and could itself be held by a pause.
         let towards_host = self.leaf && cx.decision.egress_port.is_some_and(|p| self.faces_host(p));
-        if towards_host && cx.decision.queue.is_none() && ip.dscp >> 3 < crate::tofino::CONTROL_TRAFFIC_CLASS {
+        if towards_host && cx.decision.queue.is_none() && ip.dscp >> 3 < weft_tofino::CONTROL_TRAFFIC_CLASS {
             cx.decision.queue = Some(QueueId(0));
         }
         routed
@@ -1097,7 +1097,7 @@ impl Program for ConWeave {
             if let Some((_, bridged)) = cwire::read_ts(cx.frame, bth) {
                 if bridged & 0x8000 != 0 {
                     let q = QueueId((bridged & 0xff) as u8);
-                    cx.flow_control.push(crate::tofino::program::QueueFlowControl { port: cx.port, queue: q, pause: false });
+                    cx.flow_control.push(weft_tofino::program::QueueFlowControl { port: cx.port, queue: q, pause: false });
                 }
             }
         }
@@ -1154,6 +1154,3 @@ impl Program for ConWeave {
         vec![("conweave_reorder_buffer_bytes", self.last_buffer_bytes as f64)]
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,9 +1,24 @@
-//! Load-balancing schemes, each a Tofino [`Program`](crate::tofino::Program).
+//! # weft-schemes — load-balancing schemes, each a program for the Tofino model
+//!
+//! The scheme layer (DESIGN §3: wire → chip model → schemes → core →
+//! runtime → orchestrator). Every scheme is a [`Program`](weft_tofino::Program)
+//! of `weft-tofino` and sees the switch only through the program interface
+//! (its contexts, [`SwitchView`](weft_tofino::SwitchView), the L3 table): it
+//! depends on `weft-wire` and `weft-tofino` and must never depend on the
+//! core, a driver or the orchestrator. Design choice: one module per scheme,
+//! whose doc cites the paper section it follows; all scheme state lives in
+//! declared registers or plain counters; no scheme reads a clock, a socket
+//! or a global random number generator (randomness comes from the switch's
+//! seeded RNG in the context). The mechanism tests that run a scheme inside
+//! a whole switch live with the switch in the core (emu-node
+//! `switch::scheme_tests`, `switch::conweave_tests`).
 //!
 //! [`catalog`] lists every scheme with its parameters and defaults (what
 //! `weft schemes` prints); [`build`] instantiates one by name with
 //! `--set scheme.param=value` overrides. Adding a scheme = a module here,
 //! one entry in [`catalog`] and one arm in [`build`].
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod conga;
 pub mod conweave;
@@ -12,8 +27,8 @@ pub mod ecmp;
 pub mod flowlet;
 pub mod letflow;
 
-use crate::tofino::Program;
 use std::collections::BTreeMap;
+use weft_tofino::Program;
 
 /// One documented parameter of a scheme.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -146,6 +161,3 @@ pub(crate) fn param_us(scheme: &str, params: &Params, key: &str, default: f64, p
     let v = param_in(scheme, params, key, unit, default, |v: &f64| v.is_finite() && if positive { *v > 0.0 } else { *v >= 0.0 })?;
     Ok((v * 1000.0) as u64)
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,15 +1,15 @@
 //! Mechanism tests shared by the schemes: flowlets (LetFlow), DRILL's
 //! choice, and the Tofino2 fit of every scheme in the catalog.
 
-use super::*;
 use crate::fabric::leaf_pair;
 use crate::ids::{NodeId, PortId, QueueId};
+use crate::schemes::{build, catalog, drill, Params};
 use crate::switch::{Switch, SwitchConfig, Transmit};
 use crate::time::{BitRate, Nanos};
 use crate::tofino::l3::RouteTable;
 use crate::tofino::program::{declarations_of, declare_l3_tables, IngressCx, IngressDecision, PacketSource, PassRegisters, QueueDepths};
 use crate::tofino::registers::PassState;
-use crate::tofino::{Gress, RegisterFile, TargetProfile};
+use crate::tofino::{Gress, Program, RegisterFile, TargetProfile};
 use crate::wire::frame::FrameInfo;
 use bytes::BytesMut;
 use rand::{Rng, SeedableRng};

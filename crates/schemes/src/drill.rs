@@ -22,9 +22,9 @@
 //! away from the remembered port).
 
 use super::{param_in, ParamInfo, Params, SchemeError, SchemeInfo};
-use crate::ids::PortId;
-use crate::tofino::program::Declarations;
-use crate::tofino::{Gress, IngressCx, Program, ProgramError, RegisterId};
+use weft_tofino::program::Declarations;
+use weft_tofino::{Gress, IngressCx, Program, ProgramError, RegisterId};
+use weft_wire::ids::PortId;
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {

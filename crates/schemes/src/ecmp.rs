@@ -16,9 +16,9 @@
 //! the switch's `nexthop_group` table; no registers.
 
 use super::{param, ParamInfo, Params, SchemeError, SchemeInfo};
-use crate::ids::PortId;
-use crate::tofino::program::Declarations;
-use crate::tofino::{Gress, IngressCx, Program, ProgramError};
+use weft_tofino::program::Declarations;
+use weft_tofino::{Gress, IngressCx, Program, ProgramError};
+use weft_wire::ids::PortId;
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {
