@@ -19,10 +19,10 @@
 use bytes::BytesMut;
 use emu_node::actor::{Egress, Inbox, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
 use emu_node::clock::{FabricClock, SchedulerTask};
-use emu_node::engine::Node;
 use emu_node::fabric::FabricSpec;
 use emu_node::ids::{NodeId, PortId};
 use emu_node::lag::LagHistogram;
+use emu_node::node::Node;
 use emu_node::schemes::ecmp::Ecmp;
 use emu_node::switch::{Switch, SwitchConfig};
 use emu_node::time::BitRate;

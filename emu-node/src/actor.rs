@@ -23,7 +23,6 @@
 //! down is counted and dropped.
 
 use crate::clock::DeadlineScheduler;
-use crate::engine::Node;
 use crate::fabric::FabricSpec;
 use crate::ids::{LinkId, PortId};
 use crate::lag::{LagHistogram, LagSummary};
@@ -31,6 +30,7 @@ use crate::link::header::LinkHeader;
 use crate::link::remote::RemoteSender;
 use crate::link::LinkChange;
 use crate::metrics::{collect, FamilySet, NodeMetrics};
+use crate::node::Node;
 use crate::switch::Transmit;
 use crate::time::Nanos;
 use bytes::BytesMut;

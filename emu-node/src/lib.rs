@@ -23,6 +23,8 @@
 //! - [`traffic`]: traffic patterns (which host sends what to whom);
 //! - [`workload`]: flow-size CDFs and Poisson arrivals;
 //! - [`fct`]: the analytical base FCT of a flow alone on its path;
+//! - [`node`]: the node factory both drivers share ([`node::Node`], the
+//!   order of calls of the sans-IO state machines);
 //! - [`engine`]: the virtual-time discrete-event driver;
 //! - [`results`]: the `summary.json` document;
 //! - [`clock`]: the fabric clock and the per-process deadline scheduler
@@ -54,6 +56,7 @@ pub mod host;
 pub mod lag;
 pub mod link;
 pub mod metrics;
+pub mod node;
 pub mod results;
 pub mod runtime;
 pub mod serializer;

@@ -7,8 +7,8 @@
 //! stops its actors and deletes the namespaces it created.
 
 use emu_node::control::{self, ToNode, ToOrchestrator, PROTOCOL_VERSION};
-use emu_node::engine::{Engine, EngineConfig};
 use emu_node::link::quic;
+use emu_node::node::{build_nodes, NodeConfig};
 use emu_node::runtime::ProcessRuntime;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -71,8 +71,8 @@ async fn run(args: Args, token: String) -> Result<(), String> {
     let bind_ip = args.control.ip();
     // Build every node, keep ours (building is cheap; it keeps the seeds and
     // addressing identical to a virtual-time run of the same fabric).
-    let engine = Engine::new(&plan.fabric, &EngineConfig { seed: plan.seed, ..EngineConfig::default() }).map_err(|e| e.to_string())?;
-    let nodes = engine.into_nodes().into_iter().map(Some).collect();
+    let nodes = build_nodes(&plan.fabric, &NodeConfig { seed: plan.seed, ..NodeConfig::default() }).map_err(|e| e.to_string())?;
+    let nodes = nodes.into_iter().map(Some).collect();
     let (mut runtime, addrs) = match ProcessRuntime::bind(plan, nodes, bind_ip).await {
         Ok(x) => x,
         Err(e) => {
@@ -147,7 +147,7 @@ async fn serve(
                     let results: Vec<emu_node::results::SwitchResult> = nodes
                         .iter()
                         .filter_map(|(id, n)| match n {
-                            emu_node::engine::Node::Switch(s) => Some(emu_node::results::switch_result(&fabric, id.index(), s)),
+                            emu_node::node::Node::Switch(s) => Some(emu_node::results::switch_result(&fabric, id.index(), s)),
                             _ => None,
                         })
                         .collect();

@@ -45,12 +45,13 @@
 //!                   p50, p95, p99, p999 of the complete flows' slowdowns
 //! ```
 
-use crate::engine::{Engine, EngineTotals, Node};
+use crate::engine::{Engine, EngineTotals};
 use crate::fabric::FabricSpec;
 use crate::fct;
 use crate::host::udp::PROBE_LEN;
 use crate::host::UdpMode;
 use crate::ids::{PortId, QueueId};
+use crate::node::Node;
 use crate::switch::{PortCounters, SwitchCounters};
 use crate::time::Nanos;
 use crate::tofino::tm::QueueStats;

@@ -16,12 +16,12 @@
 
 use crate::actor::{ActorReport, Capture, Egress, Inbox, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
 use crate::clock::{DeadlineScheduler, FabricClock, SchedulerTask};
-use crate::engine::Node;
 use crate::fabric::{FabricSpec, HostKind, LinkAction};
 use crate::ids::{LinkId, NodeId, PortId};
 use crate::link::quic;
 use crate::link::remote::{run_quic_receiver, run_udp_receiver, InboundTable, RemoteSender, TransportReport};
 use crate::link::{InterProcess, LinkChange};
+use crate::node::Node;
 use crate::tap::{create_tap_host, delete_netns, run_tap_reader, TapCounters, TapError, TapHost, TapNic};
 use crate::time::Nanos;
 use crate::tls::FabricIdentity;

@@ -9,13 +9,14 @@
 //! time, whichever comes first.
 
 use crate::topology::Topology;
-use emu_node::engine::{Engine, EngineConfig, EngineError, HostTransport, Node};
+use emu_node::engine::{Engine, EngineError};
 use emu_node::fabric::NodeKind;
 use emu_node::fct::SlowdownDefinition;
 use emu_node::host::roce::{IrnResend, Recovery};
 use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::FlowId;
+use emu_node::node::{HostTransport, Node, NodeConfig};
 use emu_node::results::{ImbalanceSampler, Summary};
 use emu_node::schemes::{self, Params, SchemeError};
 use emu_node::time::{BitRate, Nanos};
@@ -494,7 +495,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             HostTransport::Roce(rc)
         }
     };
-    let mut engine = Engine::new(&fabric, &EngineConfig { seed: opts.seed, transport: host_transport, ..EngineConfig::default() })?;
+    let mut engine = Engine::new(&fabric, &NodeConfig { seed: opts.seed, transport: host_transport, ..NodeConfig::default() })?;
     for (i, &(src_i, dst_i, size, start)) in plan.iter().enumerate() {
         let src = hosts[src_i];
         let dst_ip = fabric.nodes[hosts[dst_i].index()].as_host().map(|h| h.ip).unwrap_or_default();

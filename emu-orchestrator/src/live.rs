@@ -952,7 +952,7 @@ pub fn describe_change(c: LinkChange) -> String {
 /// The outcome of [`run_distributed`].
 pub struct DistributedRun {
     /// State machines of the hosts (run in this process), by node id.
-    pub hosts: Vec<(emu_node::ids::NodeId, emu_node::engine::Node)>,
+    pub hosts: Vec<(emu_node::ids::NodeId, emu_node::node::Node)>,
     /// Results of the switches (run in the emu-node processes).
     pub switches: Vec<emu_node::results::SwitchResult>,
     /// Whether the run stopped at `until` with hosts still busy.
@@ -971,7 +971,7 @@ pub struct DistributedRun {
 #[allow(clippy::too_many_arguments)]
 pub async fn run_distributed(
     fabric: &FabricSpec,
-    nodes: Vec<Option<emu_node::engine::Node>>,
+    nodes: Vec<Option<emu_node::node::Node>>,
     procs: u32,
     seed: u64,
     spin_us: u32,
@@ -1005,7 +1005,7 @@ pub async fn run_distributed(
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;
-    let local_nodes: Vec<Option<emu_node::engine::Node>> =
+    let local_nodes: Vec<Option<emu_node::node::Node>> =
         nodes.into_iter().enumerate().map(|(i, n)| n.filter(|_| f.nodes[i].as_host().is_some())).collect();
     let (mut rt, mine) = ProcessRuntime::bind(identity_plan, local_nodes, std::net::Ipv4Addr::LOCALHOST.into())
         .await

@@ -17,75 +17,16 @@
 //! seeded from the run seed and node id, so the same seed gives the same
 //! event sequence and byte-identical results.
 
-use crate::fabric::{FabricSpec, LinkAction, LinkEvent, NodeKind};
-use crate::host::{RoceConfig, RoceHost, TcpConfig, TcpHost, UdpHost};
+use crate::fabric::{FabricSpec, LinkAction, LinkEvent};
 use crate::ids::{LinkId, NodeId, PortId};
-use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
+use crate::node::{build_nodes, Node, NodeConfig, NodeError};
+use crate::switch::Transmit;
 use crate::time::{BitRate, Nanos};
-use crate::tofino::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, TargetProfile, TmConfig};
 use bytes::BytesMut;
 use event_queue::{Event, EventQueue};
 use std::collections::VecDeque;
 
 pub mod event_queue;
-
-/// A node driven by the engine.
-#[derive(Debug)]
-pub enum Node {
-    /// A switch.
-    Switch(Box<Switch>),
-    /// A synthetic UDP host.
-    UdpHost(Box<UdpHost>),
-    /// A synthetic RoCEv2 host.
-    RoceHost(Box<RoceHost>),
-    /// A synthetic TCP host.
-    TcpHost(Box<TcpHost>),
-}
-
-impl Node {
-    /// Handles a frame received on `port` at `now`.
-    pub fn handle_frame(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
-        match self {
-            Node::Switch(s) => s.handle_frame(now, port, frame, out),
-            Node::UdpHost(h) => h.handle_frame(now, port, frame, out),
-            Node::RoceHost(h) => h.handle_frame(now, port, frame, out),
-            Node::TcpHost(h) => h.handle_frame(now, port, frame, out),
-        }
-    }
-    /// Handles timers due at `now`.
-    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
-        match self {
-            Node::Switch(s) => s.handle_timeout(now, out),
-            Node::UdpHost(h) => h.handle_timeout(now, out),
-            Node::RoceHost(h) => h.handle_timeout(now, out),
-            Node::TcpHost(h) => h.handle_timeout(now, out),
-        }
-    }
-    /// A link of this node went up or down (hosts drop at the link instead).
-    pub fn set_port_up(&mut self, now: Nanos, port: PortId, up: bool, out: &mut Vec<Transmit>) {
-        if let Node::Switch(s) = self {
-            s.set_port_up(now, port, up, out)
-        }
-    }
-    /// A link of this node changed rate.
-    pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {
-        match self {
-            Node::Switch(s) => s.set_port_rate(now, port, rate),
-            Node::UdpHost(h) => h.set_port_rate(now, rate),
-            Node::RoceHost(h) => h.set_port_rate(now, rate),
-            Node::TcpHost(h) => h.set_port_rate(now, rate),
-        }
-    }
-    /// The earliest time [`Node::handle_timeout`] must be called.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
-        match self {
-            Node::Switch(s) => s.poll_timeout(),
-            Node::UdpHost(h) => h.poll_timeout(),
-            Node::RoceHost(h) => h.poll_timeout(),
-            Node::TcpHost(h) => h.poll_timeout(),
-        }
-    }
-}
 
 /// An [`Event`]'s `tag` packs the sequence number (high 40 bits) and what
 /// happens (low 24 bits: a channel id, `timer_base + node`, or `link_base +
@@ -128,47 +69,12 @@ pub struct EngineTotals {
     pub link_down_drops: u64,
 }
 
-/// Options of a virtual-time run.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Run seed.
-    pub seed: u64,
-    /// Panic on program errors (tests).
-    pub strict: bool,
-    /// Default ingress snapshot period.
-    pub snapshot_period_ns: Nanos,
-    /// Control-plane latency.
-    pub cpu_latency_ns: Nanos,
-    /// What the hosts run.
-    pub transport: HostTransport,
-}
-
-/// What synthetic hosts run.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum HostTransport {
-    /// UDP flows ([`UdpHost`]).
-    Udp,
-    /// RoCEv2 RC with DCQCN ([`RoceHost`]).
-    Roce(RoceConfig),
-    /// TCP NewReno / DCTCP ([`TcpHost`]).
-    Tcp(TcpConfig),
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig { seed: 1, strict: false, snapshot_period_ns: 1_000, cpu_latency_ns: 10_000, transport: HostTransport::Udp }
-    }
-}
-
 /// Errors building an engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// A switch could not be built.
+    /// A node could not be built.
     #[error(transparent)]
-    Switch(#[from] SwitchError),
-    /// A host could not be built.
-    #[error(transparent)]
-    Host(#[from] crate::host::HostError),
+    Node(#[from] NodeError),
     /// More ports + nodes + link events than the event encoding holds.
     #[error("fabric too large for one engine: {ids} channels, nodes and link events (at most {max})")]
     TooLarge {
@@ -176,14 +82,6 @@ pub enum EngineError {
         ids: u64,
         /// Limit.
         max: u64,
-    },
-    /// Unknown target profile.
-    #[error("switch `{switch}`: unknown target `{target}` (known: tofino2, tofino1, unlimited)")]
-    UnknownTarget {
-        /// Switch.
-        switch: String,
-        /// Target name.
-        target: String,
     },
 }
 
@@ -197,44 +95,6 @@ fn prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
-}
-
-/// Derives a node's RNG seed from the run seed (SplitMix64 of both).
-pub fn node_seed(run_seed: u64, node: NodeId) -> u64 {
-    let mut z = run_seed ^ ((node.0 as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// The switch configuration a fabric node asks for.
-pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &EngineConfig) -> Result<SwitchConfig, EngineError> {
-    let n = &fabric.nodes[node.index()];
-    let Some(s) = n.as_switch() else {
-        return Err(SwitchError::NotASwitch(n.name.clone()).into());
-    };
-    let target =
-        TargetProfile::by_name(&s.target).ok_or_else(|| EngineError::UnknownTarget { switch: n.name.clone(), target: s.target.clone() })?;
-    let queues = s.queues_per_port.unwrap_or(target.queues_per_port);
-    let buffer = s.buffer_bytes.unwrap_or(target.buffer_bytes());
-    let mut tm = TmConfig::standard(queues, buffer, target.cell_bytes, s.ecn);
-    if s.pfc {
-        tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
-    }
-    tm.held_outside_pfc = s.held_outside_pfc;
-    if s.buffer_rules == BufferRules::Ns3 {
-        let headroom_bytes =
-            n.ports.iter().map(|p| Ns3Mmu::headroom_for(p.rate.bps(), fabric.links.get(p.link.index()).map_or(0, |l| l.delay))).collect();
-        tm.buffer_model = BufferModel::Ns3(Ns3Mmu { headroom_bytes });
-    }
-    Ok(SwitchConfig {
-        target,
-        tm,
-        snapshot_period_ns: cfg.snapshot_period_ns,
-        cpu_latency_ns: cfg.cpu_latency_ns,
-        seed: node_seed(cfg.seed, node),
-        strict: cfg.strict,
-    })
 }
 
 /// The discrete-event engine.
@@ -258,25 +118,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Builds every node of `fabric` (switches with their schemes, hosts as
+    /// Builds every node of `fabric` ([`build_nodes`]: switches with their schemes, hosts as
     /// UDP hosts) and schedules the topology's link events.
-    pub fn new(fabric: &FabricSpec, cfg: &EngineConfig) -> Result<Self, EngineError> {
-        let mut nodes = Vec::with_capacity(fabric.nodes.len());
-        for (i, n) in fabric.nodes.iter().enumerate() {
-            let id = NodeId(i as u32);
-            nodes.push(match &n.kind {
-                NodeKind::Switch(_) => Node::Switch(Box::new(Switch::from_spec(id, n, switch_config(fabric, id, cfg)?)?)),
-                NodeKind::Host(_) => match cfg.transport {
-                    HostTransport::Udp => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
-                    HostTransport::Roce(rc) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc)?)),
-                    HostTransport::Tcp(tc) => Node::TcpHost(Box::new(TcpHost::from_spec(id, n, tc)?)),
-                },
-            });
-        }
-        Self::with_nodes(fabric, nodes)
+    pub fn new(fabric: &FabricSpec, cfg: &NodeConfig) -> Result<Self, EngineError> {
+        Self::with_nodes(fabric, build_nodes(fabric, cfg)?)
     }
 
-    /// Takes the nodes out (to hand them to another driver).
+    /// Takes the nodes out (for their results at the end of a run).
     pub fn into_nodes(self) -> Vec<Node> {
         self.nodes
     }

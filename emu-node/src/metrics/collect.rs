@@ -13,10 +13,10 @@
 
 use super::catalogue::{FCT_BOUNDS, LAG_BOUNDS, SCHEME_DISTRIBUTIONS, SLOWDOWN_BOUNDS};
 use super::families::FamilySet;
-use crate::engine::Node;
 use crate::fabric::FabricSpec;
 use crate::fct;
 use crate::ids::{PortId, QueueId};
+use crate::node::Node;
 use crate::switch::Switch;
 use crate::time::Nanos;
 use crate::tofino::depth_histogram::DEPTH_BOUNDS;
@@ -334,9 +334,10 @@ pub fn actor_lag(out: &mut FamilySet, actor: &str, lag: &crate::lag::LagHistogra
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Engine, EngineConfig, HostTransport};
+    use crate::engine::Engine;
     use crate::fabric::{leaf_pair, NodeKind};
     use crate::metrics::catalogue;
+    use crate::node::{HostTransport, NodeConfig};
     use crate::time::BitRate;
     use prometheus::proto::MetricType;
 
@@ -372,8 +373,8 @@ mod tests {
             for transport in
                 [HostTransport::Udp, HostTransport::Roce(crate::host::RoceConfig::lossless()), HostTransport::Tcp(Default::default())]
             {
-                let e = Engine::new(&f, &EngineConfig { transport, ..EngineConfig::default() })
-                    .unwrap_or_else(|e| panic!("{}: {e}", info.name));
+                let e =
+                    Engine::new(&f, &NodeConfig { transport, ..NodeConfig::default() }).unwrap_or_else(|e| panic!("{}: {e}", info.name));
                 let mut set = FamilySet::new();
                 for (i, n) in e.nodes().iter().enumerate() {
                     NodeMetrics::new().collect(&f, i, n, 0, &mut set);
@@ -400,7 +401,7 @@ mod tests {
     #[test]
     fn completed_flows_fill_the_fct_and_slowdown_histograms_once() {
         let f = leaf_pair(2, 2, BitRate::gbps(100));
-        let cfg = EngineConfig { transport: HostTransport::Roce(crate::host::RoceConfig::lossless()), ..EngineConfig::default() };
+        let cfg = NodeConfig { transport: HostTransport::Roce(crate::host::RoceConfig::lossless()), ..NodeConfig::default() };
         let mut e = Engine::new(&f, &cfg).unwrap_or_else(|e| panic!("{e}"));
         let hosts = f.hosts();
         let (src, dst) = (hosts[0], hosts[hosts.len() - 1]);

@@ -2,9 +2,10 @@
 //! packet costs Go-Back-N a NAK and a go-back, and IRN one selective resend.
 
 use crate::{run, shipped};
-use emu_node::engine::{switch_config, Engine, EngineConfig, HostTransport, Node};
+use emu_node::engine::Engine;
 use emu_node::host::{RoceConfig, RoceHost, SizedFlow};
 use emu_node::ids::{FlowId, NodeId};
+use emu_node::node::{switch_config, HostTransport, Node, NodeConfig};
 use emu_node::results::Summary;
 use emu_node::schemes::ecmp::Ecmp;
 use emu_node::switch::Switch;
@@ -79,7 +80,7 @@ host_link = { rate = "100Gbps", delay = "200ns" }
     )
     .unwrap()
     .fabric;
-    let cfg = EngineConfig { seed: 1, strict: true, transport: HostTransport::Roce(rc), ..EngineConfig::default() };
+    let cfg = NodeConfig { seed: 1, strict: true, transport: HostTransport::Roce(rc), ..NodeConfig::default() };
     let nodes: Vec<Node> = fabric
         .nodes
         .iter()
