@@ -2,7 +2,7 @@
 //! synthetic host, owning its sans-IO state machine (DESIGN §3).
 //!
 //! The actor turns messages into calls of the state machine with `now`
-//! from the [`FabricClock`], and the state machine's outputs into frames
+//! from the [`FabricClock`](crate::clock::FabricClock), and the state machine's outputs into frames
 //! on its ports' [`Egress`]es. Deadlines (its next timer, frames due at a
 //! peer) go to the process's one [`DeadlineScheduler`], never to tokio's
 //! 1 ms timer. Every message that was due at some time (a timer, a frame's

@@ -24,7 +24,7 @@
 //!   Congestion-To-Leaf table per (destination leaf, LBTag). Metrics not
 //!   refreshed for `aging_us` read as 0 ("metric aging").
 //! - **Decision** (§3.5): on the first packet of a flowlet (gap
-//!   `flowlet_gap_us`, [`FlowletTable`](super::flowlet::FlowletTable)) the
+//!   `flowlet_gap_us`, [`FlowletTable`]) the
 //!   uplink minimising max(local DRE metric, remote metric) is taken; ties
 //!   are broken at random (the flowlet's previous uplink, which CONGA
 //!   prefers on ties, is read only in the flowlet table's later stage). With

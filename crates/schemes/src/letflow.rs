@@ -10,7 +10,7 @@
 //!
 //! Tofino resources: a 32-bit CRC of the 5-tuple (stage 1), the flowlet
 //! timestamp array (stage 2) and port array (stage 3) of
-//! [`FlowletTable`](super::flowlet::FlowletTable), the random-number extern.
+//! [`FlowletTable`], the random-number extern.
 //!
 //! Counters: `letflow_flowlets` (packets that started a flowlet),
 //! `letflow_path_changes` (flowlets that took another port than the

@@ -1,7 +1,7 @@
 //! # weft-schemes — load-balancing schemes, each a program for the Tofino model
 //!
 //! The scheme layer (DESIGN §3: wire → chip model → schemes → core →
-//! runtime → orchestrator). Every scheme is a [`Program`](weft_tofino::Program)
+//! runtime → orchestrator). Every scheme is a [`Program`]
 //! of `weft-tofino` and sees the switch only through the program interface
 //! (its contexts, [`SwitchView`](weft_tofino::SwitchView), the L3 table): it
 //! depends on `weft-wire` and `weft-tofino` and must never depend on the

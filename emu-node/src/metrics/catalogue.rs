@@ -129,7 +129,7 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_process_scrape_duration_seconds", G, PROCESS, "seconds", "How long the latest scrape took to gather the metrics."),
 ];
 
-/// Histogram bounds of [`weft_host_fct_seconds`]: 1 µs to 1 s.
+/// Histogram bounds of `weft_host_fct_seconds`: 1 µs to 1 s.
 pub const FCT_BOUNDS: &[f64] =
     &[1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1.0];
 /// Histogram bounds of `weft_host_fct_slowdown`.

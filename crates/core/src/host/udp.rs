@@ -17,16 +17,16 @@
 
 use super::nic::{HostError, Nic};
 use crate::fabric::NodeSpec;
-use crate::ids::{FlowId, NodeId, PortId};
-use crate::switch::Transmit;
-use crate::time::{BitRate, Nanos};
-use crate::wire::frame::FrameInfo;
-use crate::wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
+use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::{FlowId, NodeId, PortId};
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
 
 /// Length of the probe header at the start of every UDP payload.
 pub const PROBE_LEN: usize = 16;
@@ -105,7 +105,7 @@ pub struct TxState {
     seq: u32,
 }
 
-/// A synthetic UDP host. Call order as [`crate::switch::Switch`].
+/// A synthetic UDP host. Call order as [`crate::node`] says.
 #[derive(Debug)]
 pub struct UdpHost {
     id: NodeId,

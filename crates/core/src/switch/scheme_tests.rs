@@ -2,18 +2,18 @@
 //! choice, and the Tofino2 fit of every scheme in the catalog.
 
 use crate::fabric::leaf_pair;
-use crate::ids::{NodeId, PortId, QueueId};
-use crate::schemes::{build, catalog, drill, Params};
 use crate::switch::{Switch, SwitchConfig, Transmit};
-use crate::time::{BitRate, Nanos};
-use crate::tofino::l3::RouteTable;
-use crate::tofino::program::{declarations_of, declare_l3_tables, IngressCx, IngressDecision, PacketSource, PassRegisters, QueueDepths};
-use crate::tofino::registers::PassState;
-use crate::tofino::{Gress, Program, RegisterFile, TargetProfile};
-use crate::wire::frame::FrameInfo;
 use bytes::BytesMut;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use weft_schemes::{build, catalog, drill, Params};
+use weft_tofino::l3::RouteTable;
+use weft_tofino::program::{declarations_of, declare_l3_tables, IngressCx, IngressDecision, PacketSource, PassRegisters, QueueDepths};
+use weft_tofino::registers::PassState;
+use weft_tofino::{Gress, Program, RegisterFile, TargetProfile};
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::{NodeId, PortId, QueueId};
+use weft_wire::time::{BitRate, Nanos};
 
 fn switch(scheme: &str, uplinks: usize, params: &[(&str, &str)]) -> (crate::fabric::FabricSpec, Switch) {
     let f = leaf_pair(1, uplinks, BitRate::gbps(100));

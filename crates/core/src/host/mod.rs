@@ -16,7 +16,7 @@ macro_rules! host_common {
     ($host:ty) => {
         impl $host {
             /// Node id.
-            pub fn id(&self) -> $crate::ids::NodeId {
+            pub fn id(&self) -> weft_wire::ids::NodeId {
                 self.id
             }
             /// Name.
@@ -24,11 +24,11 @@ macro_rules! host_common {
                 &self.name
             }
             /// Address.
-            pub fn ip(&self) -> $crate::wire::Ipv4Address {
+            pub fn ip(&self) -> weft_wire::Ipv4Address {
                 self.nic.ip
             }
             /// NIC line rate.
-            pub fn rate(&self) -> $crate::time::BitRate {
+            pub fn rate(&self) -> weft_wire::time::BitRate {
                 self.nic.rate()
             }
             /// Counters.
@@ -36,15 +36,15 @@ macro_rules! host_common {
                 &self.nic.counters
             }
             /// The next time `handle_timeout` must be called.
-            pub fn poll_timeout(&self) -> Option<$crate::time::Nanos> {
+            pub fn poll_timeout(&self) -> Option<weft_wire::time::Nanos> {
                 self.timer
             }
             /// Timers due at `now`.
-            pub fn handle_timeout(&mut self, now: $crate::time::Nanos, out: &mut Vec<$crate::switch::Transmit>) {
+            pub fn handle_timeout(&mut self, now: weft_wire::time::Nanos, out: &mut Vec<$crate::transmit::Transmit>) {
                 self.pump(now, out);
             }
             /// The link's rate changed (degraded or restored).
-            pub fn set_port_rate(&mut self, now: $crate::time::Nanos, rate: $crate::time::BitRate) {
+            pub fn set_port_rate(&mut self, now: weft_wire::time::Nanos, rate: weft_wire::time::BitRate) {
                 self.nic.set_rate(now, rate);
             }
         }
@@ -68,13 +68,13 @@ pub use tcp::{CongestionControl, TcpConfig, TcpHost};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct SizedFlow {
     /// Run-wide flow id.
-    pub id: crate::ids::FlowId,
+    pub id: weft_wire::ids::FlowId,
     /// Destination.
-    pub dst: crate::wire::Ipv4Address,
+    pub dst: weft_wire::Ipv4Address,
     /// Bytes to transfer.
     pub size: u64,
     /// Start time.
-    pub start: crate::time::Nanos,
+    pub start: weft_wire::time::Nanos,
     /// Source port.
     pub src_port: u16,
     /// DSCP of data packets.

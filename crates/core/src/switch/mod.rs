@@ -21,22 +21,7 @@
 //! Malformed frames are counted and dropped, never panic.
 
 use crate::fabric::{NodeSpec, PortSpec, SwitchRole};
-use crate::ids::{NodeId, PortId, QueueId};
-use crate::schemes;
 use crate::serializer::Serializer;
-use crate::time::{BitRate, Nanos};
-use crate::tofino::l3::RouteTable;
-use crate::tofino::program::{
-    declarations_of, declare_l3_tables, CpuCx, EgressCx, EmitTarget, IngressDecision, PacketGenerator, PacketSource, PassRegisters,
-    QueueDepths, SwitchView,
-};
-use crate::tofino::registers::PassState;
-use crate::tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
-use crate::tofino::{
-    Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
-};
-use crate::wire::frame::{FrameInfo, FrameKind};
-use crate::wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress};
 use bytes::BytesMut;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -44,19 +29,23 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use weft_schemes as schemes;
+use weft_tofino::l3::RouteTable;
+use weft_tofino::program::{
+    declarations_of, declare_l3_tables, CpuCx, EgressCx, EmitTarget, IngressDecision, PacketGenerator, PacketSource, PassRegisters,
+    QueueDepths, SwitchView,
+};
+use weft_tofino::registers::PassState;
+use weft_tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
+use weft_tofino::{
+    Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
+};
+use weft_wire::frame::{FrameInfo, FrameKind};
+use weft_wire::ids::{NodeId, PortId, QueueId};
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress};
 
-/// A frame leaving a port.
-#[derive(Debug)]
-pub struct Transmit {
-    /// Egress port.
-    pub port: PortId,
-    /// The frame.
-    pub frame: BytesMut,
-    /// First bit on the wire.
-    pub start: Nanos,
-    /// Last bit on the wire.
-    pub end: Nanos,
-}
+pub use crate::transmit::Transmit;
 
 /// Settings of a switch instance (beyond its fabric spec).
 #[derive(Debug, Clone)]
@@ -270,7 +259,7 @@ impl QueueDepths for DepthSnapshot<'_> {
     }
 }
 
-pub use crate::tofino::program::GENERATOR_ETHERTYPE;
+pub use weft_tofino::program::GENERATOR_ETHERTYPE;
 
 /// A sans-IO switch. See the module documentation for the call order.
 pub struct Switch {
@@ -293,7 +282,7 @@ pub struct Switch {
     internal: VecDeque<(Nanos, InternalKind, BytesMut)>,
     internal_busy_until: [Nanos; 2],
     recirc_meta: VecDeque<(PortId, u8)>,
-    cpu_writes: VecDeque<(Nanos, crate::tofino::RegisterId, u32, u64)>,
+    cpu_writes: VecDeque<(Nanos, weft_tofino::RegisterId, u32, u64)>,
     pfc_scratch: Vec<PfcTransition>,
     counters: SwitchCounters,
     last_program_error: Option<ProgramError>,
@@ -425,7 +414,7 @@ impl Switch {
         self.program.gauges(now)
     }
     /// The resource report of the loaded program against the target.
-    pub fn resource_report(&self) -> crate::tofino::ResourceReport {
+    pub fn resource_report(&self) -> weft_tofino::ResourceReport {
         self.usage.report(self.program.name(), &self.cfg.target)
     }
     /// Declared resources (program + L3 tables).
@@ -612,7 +601,7 @@ impl Switch {
             }
             _ => {}
         }
-        let mut group: &[crate::ids::PortId] = &[];
+        let mut group: &[weft_wire::ids::PortId] = &[];
         let mut dst_leaf = None;
         if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
             let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
@@ -749,7 +738,7 @@ impl Switch {
     fn default_queue(&self, info: &FrameInfo) -> QueueId {
         let tc = info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0);
         let n = self.tm.config().queues_per_port;
-        if tc >= crate::tofino::CONTROL_TRAFFIC_CLASS {
+        if tc >= weft_tofino::CONTROL_TRAFFIC_CLASS {
             self.tm.config().control_queue()
         } else {
             QueueId(tc.min(n.saturating_sub(2)))

@@ -18,11 +18,12 @@
 
 use crate::fabric::{FabricSpec, NodeKind};
 use crate::host::{RoceConfig, RoceHost, TcpConfig, TcpHost, UdpHost};
-use crate::ids::{NodeId, PortId};
-use crate::switch::{Switch, SwitchConfig, SwitchError, Transmit};
-use crate::time::{BitRate, Nanos};
-use crate::tofino::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, TargetProfile, TmConfig};
+use crate::switch::{Switch, SwitchConfig, SwitchError};
+use crate::transmit::Transmit;
 use bytes::BytesMut;
+use weft_tofino::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, TargetProfile, TmConfig};
+use weft_wire::ids::{NodeId, PortId};
+use weft_wire::time::{BitRate, Nanos};
 
 /// A node of the fabric as a sans-IO state machine: a switch or a synthetic
 /// host. Both drivers (the virtual-time engine and the real-time actors)

@@ -33,11 +33,11 @@
 //!   have no acknowledgments: their `ns3` FCT ends at the last byte received.
 
 use crate::fabric::FabricSpec;
-use crate::ids::NodeId;
 use crate::serializer::Serializer;
-use crate::time::{BitRate, Nanos};
-use crate::tofino::l3::RouteTable;
-use crate::wire::Ipv4Address;
+use weft_tofino::l3::RouteTable;
+use weft_wire::ids::NodeId;
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::Ipv4Address;
 
 /// One link of a path, in the direction of the flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,7 +141,7 @@ pub fn roce_frames(size: u64, payload: u16) -> impl Iterator<Item = usize> {
     let n = size.div_ceil(p).max(1);
     (0..n).map(move |k| {
         let bytes = if k + 1 == n { size - p * k } else { p } as usize;
-        crate::host::roce::DATA_OVERHEAD + bytes + if k == 0 { crate::wire::roce::RETH_LEN } else { 0 }
+        crate::host::roce::DATA_OVERHEAD + bytes + if k == 0 { weft_wire::roce::RETH_LEN } else { 0 }
     })
 }
 
@@ -198,7 +198,7 @@ pub fn bdp_bytes(fabric: &FabricSpec) -> u64 {
     let Some(&h0) = hosts.first() else { return 0 };
     let rate = fabric.nodes[h0.index()].ports.first().map_or(BitRate(0), |p| p.rate);
     let data = crate::host::roce::DATA_OVERHEAD + 1000;
-    let ack = crate::host::roce::DATA_OVERHEAD + crate::wire::roce::AETH_LEN;
+    let ack = crate::host::roce::DATA_OVERHEAD + weft_wire::roce::AETH_LEN;
     let rtt =
         hosts.iter().skip(1).filter_map(|&h| path(fabric, h0, h)).map(|p| base_fct([data], &p) + base_fct([ack], &p)).max().unwrap_or(0);
     rate.bytes_in(rtt)

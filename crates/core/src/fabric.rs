@@ -9,15 +9,15 @@
 //! exactly one link and its peer fields mirror the link; MACs are unique;
 //! host IPs are unique; routes only name existing ports.
 
-use crate::ids::{LinkId, NodeId, PortId};
-use crate::schemes::Params;
-use crate::time::{BitRate, Nanos};
-pub use crate::tofino::l3::Route;
-pub use crate::tofino::SwitchRole;
-use crate::tofino::{BufferRules, RedConfig};
-use crate::wire::{EthernetAddress, Ipv4Address};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use weft_schemes::Params;
+pub use weft_tofino::l3::Route;
+pub use weft_tofino::SwitchRole;
+use weft_tofino::{BufferRules, RedConfig};
+use weft_wire::ids::{LinkId, NodeId, PortId};
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::{EthernetAddress, Ipv4Address};
 
 /// Kind of host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,7 +256,7 @@ pub fn leaf_pair(hosts: usize, spines: usize, rate: BitRate) -> FabricSpec {
 /// [`leaf_pair`] fabric on host port 0: the frame scheme tests and
 /// benchmarks feed the switch.
 pub fn leaf_pair_udp_frame(f: &FabricSpec, sport: u16, dport: u16, len: usize) -> bytes::BytesMut {
-    use crate::wire::{ethernet, ipv4, udp, EtherType};
+    use weft_wire::{ethernet, ipv4, udp, EtherType};
     let port = &f.nodes[0].ports[0];
     let mut b = bytes::BytesMut::zeroed(len.max(42));
     let len = b.len();

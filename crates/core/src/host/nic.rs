@@ -7,15 +7,15 @@
 //! output buffer.
 
 use crate::fabric::NodeSpec;
-use crate::ids::PortId;
 use crate::serializer::Serializer;
-use crate::switch::Transmit;
-use crate::time::{BitRate, Nanos, MICROS};
-use crate::wire::frame::{FrameInfo, FrameKind};
-use crate::wire::{arp, ethernet, pfc, EtherType, EthernetAddress, Ipv4Address};
+use crate::transmit::Transmit;
 use bytes::BytesMut;
 use serde::Serialize;
 use std::collections::VecDeque;
+use weft_wire::frame::{FrameInfo, FrameKind};
+use weft_wire::ids::PortId;
+use weft_wire::time::{BitRate, Nanos, MICROS};
+use weft_wire::{arp, ethernet, pfc, EtherType, EthernetAddress, Ipv4Address};
 
 const ARP_RETRY: Nanos = 100 * MICROS;
 

@@ -72,15 +72,15 @@
 use super::nic::{HostError, Nic};
 use super::SizedFlow;
 use crate::fabric::NodeSpec;
-use crate::ids::{NodeId, PortId};
-use crate::switch::Transmit;
-use crate::time::{BitRate, Nanos, MICROS};
-use crate::wire::frame::FrameInfo;
-use crate::wire::roce::{self, Aeth, AethKind, BthPacket, BthRepr, Opcode, Reth};
-use crate::wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
+use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::{NodeId, PortId};
+use weft_wire::roce::{self, Aeth, AethKind, BthPacket, BthRepr, Opcode, Reth};
+use weft_wire::time::{BitRate, Nanos, MICROS};
+use weft_wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
 
 /// Bytes of headers on every data packet: Ethernet 14, IPv4 20, UDP 8,
 /// BTH 12, ICRC 4 (the first packet adds a 16-byte RETH).
@@ -396,7 +396,7 @@ impl Dcqcn {
     }
 }
 
-/// A synthetic RoCEv2 host. Call order as [`crate::switch::Switch`].
+/// A synthetic RoCEv2 host. Call order as [`crate::node`] says.
 #[derive(Debug)]
 pub struct RoceHost {
     id: NodeId,

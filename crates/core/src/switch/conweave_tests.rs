@@ -3,18 +3,18 @@
 //! exact expected outcomes (paper Fig. 8/9, Appendix A).
 
 use crate::fabric::{leaf_pair, FabricSpec};
-use crate::ids::{NodeId, PortId, QueueId};
-use crate::schemes::conweave::frames::{self, Connection};
-use crate::schemes::conweave::ConWeave;
-use crate::schemes::Params;
 use crate::switch::{Switch, SwitchConfig, Transmit};
-use crate::time::{BitRate, Nanos};
-use crate::tofino::TargetProfile;
-use crate::wire::conweave::{self as cwire, ts16, CwBits, CwOpcode};
-use crate::wire::frame::FrameInfo;
-use crate::wire::roce::{self, BthPacket, BthRepr, Opcode};
-use crate::wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
 use bytes::BytesMut;
+use weft_schemes::conweave::frames::{self, Connection};
+use weft_schemes::conweave::ConWeave;
+use weft_schemes::Params;
+use weft_tofino::TargetProfile;
+use weft_wire::conweave::{self as cwire, ts16, CwBits, CwOpcode};
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::{NodeId, PortId, QueueId};
+use weft_wire::roce::{self, BthPacket, BthRepr, Opcode};
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::{ethernet, ipv4, udp, EtherType, Ipv4Address};
 
 const H0: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
 const FAR: Ipv4Address = Ipv4Address::new(10, 0, 1, 2);
@@ -385,7 +385,7 @@ fn acks_and_other_racks_traffic_bypass_conweave() {
 #[test]
 fn resources_fit_tofino2_and_are_reported() {
     let mut p = ConWeave::from_params(&Params::new()).unwrap();
-    let d = crate::tofino::program::declarations_of(&mut p);
+    let d = weft_tofino::program::declarations_of(&mut p);
     let target = TargetProfile::tofino2();
     d.usage().check(&target).unwrap();
     let r = d.usage().report("conweave", &target);

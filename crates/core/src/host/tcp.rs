@@ -18,16 +18,16 @@
 use super::nic::{HostError, Nic};
 use super::SizedFlow;
 use crate::fabric::NodeSpec;
-use crate::ids::{FlowId, NodeId, PortId};
-use crate::switch::Transmit;
-use crate::time::{Nanos, MICROS};
-use crate::wire::frame::FrameInfo;
-use crate::wire::tcp::{self, flags};
-use crate::wire::{ethernet, ipv4, EtherType, EthernetAddress, Ipv4Address};
+use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use weft_wire::frame::FrameInfo;
+use weft_wire::ids::{FlowId, NodeId, PortId};
+use weft_wire::tcp::{self, flags};
+use weft_wire::time::{Nanos, MICROS};
+use weft_wire::{ethernet, ipv4, EtherType, EthernetAddress, Ipv4Address};
 
 /// Window scale both ends use (as if negotiated in the SYN exchange).
 pub const WINDOW_SHIFT: u32 = 7;
@@ -151,7 +151,7 @@ pub struct TcpReceiver {
     ooo: BTreeMap<u64, u64>,
 }
 
-/// A synthetic TCP host. Call order as [`crate::switch::Switch`].
+/// A synthetic TCP host. Call order as [`crate::node`] says.
 #[derive(Debug)]
 pub struct TcpHost {
     id: NodeId,

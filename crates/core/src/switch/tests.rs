@@ -3,10 +3,10 @@
 
 use super::*;
 use crate::fabric::FabricSpec;
-use crate::schemes::ecmp::Ecmp;
-use crate::tofino::program::{Declarations, MirrorRequest, PacketGenerator};
-use crate::tofino::{RegisterId, TableKind};
-use crate::wire::{udp, Ipv4Address};
+use weft_schemes::ecmp::Ecmp;
+use weft_tofino::program::{Declarations, MirrorRequest, PacketGenerator};
+use weft_tofino::{RegisterId, TableKind};
+use weft_wire::{udp, Ipv4Address};
 
 fn fabric(hosts: usize, uplinks: usize, rate: BitRate) -> FabricSpec {
     let f = crate::fabric::leaf_pair(hosts, uplinks, rate);
@@ -233,7 +233,7 @@ impl Program for BigTable {
         "big-table"
     }
     fn declare(&mut self, d: &mut Declarations) {
-        d.table(crate::tofino::resources::TableDecl {
+        d.table(weft_tofino::resources::TableDecl {
             name: "huge".into(),
             gress: Gress::Egress,
             stage: 5,

@@ -6,7 +6,7 @@
 //! exceeds its rate over any window. A 1500 B frame at 100 Gbit/s takes
 //! exactly 120 ns.
 
-use crate::time::{BitRate, Nanos};
+use weft_wire::time::{BitRate, Nanos};
 
 /// Serializer state of one port.
 #[derive(Debug, Clone, Copy)]

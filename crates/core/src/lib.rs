@@ -1,0 +1,30 @@
+//! # weft-core — the sans-IO core of weft: switches and hosts as state machines
+//!
+//! The core layer (DESIGN §3: wire → chip model → schemes → core → runtime →
+//! orchestrator), in the spirit of `quinn-proto`: every node of a fabric is
+//! a state machine taking `(now, input)` and appending its effects to a
+//! buffer the caller owns. It depends on `weft-wire`, `weft-tofino` and
+//! `weft-schemes` and must never depend on a driver (the virtual-time engine,
+//! the real-time actors, links, TAP, metrics) or the orchestrator. Nothing
+//! here reads a clock, a socket or a global random number generator: time
+//! is passed in, randomness comes from one seeded RNG per node.
+//!
+//! - [`node`]: the node factory both drivers share ([`node::Node`],
+//!   [`node::build_nodes`]) and **the order of calls** every driver keeps;
+//! - [`switch`]: a switch = the Tofino model + its loaded scheme + ports;
+//! - [`host`]: synthetic endpoints (UDP, RoCEv2 with DCQCN/IRN, TCP);
+//! - [`transmit`]: what a node emits (a frame leaving a port);
+//! - [`fabric`]: the resolved description of a fabric (nodes, ports, links,
+//!   addresses, routes, link events) that drivers instantiate;
+//! - [`serializer`]: the line-rate serializer of a port;
+//! - [`fct`]: the analytical base and ideal FCT of a flow alone on its path.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod fabric;
+pub mod fct;
+pub mod host;
+pub mod node;
+pub mod serializer;
+pub mod switch;
+pub mod transmit;
