@@ -88,6 +88,8 @@ pub struct UpOptions {
     pub metrics: std::net::SocketAddr,
     /// Start a Prometheus server scraping the fabric.
     pub prometheus: Option<PrometheusOptions>,
+    /// Run seed (per-node RNG seeds derive from it, as in `weft run`).
+    pub seed: u64,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -483,7 +485,7 @@ async fn run_fabric(
         inter: opts.inter,
         spin_us: opts.spin_us,
         netns_prefix: opts.netns_prefix.clone(),
-        seed: 1,
+        seed: opts.seed,
         start_delay: Duration::ZERO,
         report_every_ms: 500,
         metrics: Some(opts.metrics),

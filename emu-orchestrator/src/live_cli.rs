@@ -53,6 +53,10 @@ pub struct UpArgs {
     /// Scrape interval written to prometheus.yml (e.g. 1s).
     #[arg(long, default_value = "1s")]
     pub scrape_interval: String,
+    /// Run seed: every switch's hash seed and RNG derive from it, as in
+    /// `weft run --seed` (same seed, same ECMP paths).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(clap::Args)]
@@ -102,6 +106,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         explicit_placement: topo.placed,
         state_dir: live::default_state_dir(),
         metrics: a.metrics,
+        seed: a.seed,
         prometheus: if a.prometheus {
             let every = parse_duration(&a.scrape_interval)?;
             if every < 100_000_000 {
