@@ -10,13 +10,13 @@
 
 use crate::topology::Topology;
 use emu_node::engine::{Engine, EngineError};
-use emu_node::fabric::NodeKind;
+use emu_node::fabric::{FabricSpec, NodeKind};
 use emu_node::fct::SlowdownDefinition;
 use emu_node::host::roce::{IrnResend, Recovery};
 use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig};
 use emu_node::host::{UdpFlow, UdpMode};
-use emu_node::ids::FlowId;
-use emu_node::node::{HostTransport, Node, NodeConfig};
+use emu_node::ids::{FlowId, NodeId};
+use emu_node::node::{build_nodes, HostTransport, Node, NodeConfig};
 use emu_node::results::{ImbalanceSampler, Summary};
 use emu_node::schemes::{self, Params, SchemeError};
 use emu_node::time::{BitRate, Nanos};
@@ -412,8 +412,13 @@ pub fn trace_origin(starts: impl IntoIterator<Item = Nanos>) -> Nanos {
 
 /// An engine ready to run: fabric with overrides applied, flows added.
 pub struct Prepared {
-    /// The engine.
-    pub engine: Engine,
+    /// The fabric with the run's overrides applied.
+    pub fabric: FabricSpec,
+    /// How its nodes are built.
+    pub node_config: NodeConfig,
+    /// The flows, in plan order: source host, its UDP form and its sized
+    /// form (the host's transport takes the one it runs).
+    pub flows: Vec<(NodeId, UdpFlow, SizedFlow)>,
     /// The schemes, `/`-separated.
     pub scheme: String,
     /// What the traffic is, in words.
@@ -423,7 +428,44 @@ pub struct Prepared {
     pub time_origin: Nanos,
 }
 
-/// Prepares the engine (fabric with overrides applied, flows added).
+impl Prepared {
+    /// The virtual-time engine with every flow added (in plan order, each
+    /// source host re-armed after its flow, so timer ties keep that order).
+    pub fn engine(&self) -> Result<Engine, RunError> {
+        let mut engine = Engine::new(&self.fabric, &self.node_config)?;
+        for (src, flow, sized) in &self.flows {
+            if let Some(n) = engine.node_mut(*src) {
+                add_flow(n, flow, sized);
+            }
+            engine.refresh(*src);
+        }
+        Ok(engine)
+    }
+
+    /// The nodes with every flow added, for a real-time driver (no engine).
+    pub fn nodes(&self) -> Result<Vec<Node>, RunError> {
+        let mut nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
+        for (src, flow, sized) in &self.flows {
+            if let Some(n) = nodes.get_mut(src.index()) {
+                add_flow(n, flow, sized);
+            }
+        }
+        Ok(nodes)
+    }
+}
+
+/// Gives a flow to the host node that sends it, in the form its transport runs.
+fn add_flow(node: &mut Node, flow: &UdpFlow, sized: &SizedFlow) {
+    match node {
+        Node::UdpHost(h) => h.add_flow(*flow),
+        Node::TcpHost(h) => h.add_flow(*sized),
+        Node::RoceHost(h) => h.add_flow(*sized),
+        Node::Switch(_) => {}
+    }
+}
+
+/// Prepares a run (fabric with overrides applied, the nodes' configuration,
+/// the flows); [`Prepared::engine`] and [`Prepared::nodes`] build from it.
 pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError> {
     tm_settings(&opts.transport_params)?;
     let fabric = configured_fabric(topo, opts);
@@ -495,7 +537,8 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             HostTransport::Roce(rc)
         }
     };
-    let mut engine = Engine::new(&fabric, &NodeConfig { seed: opts.seed, transport: host_transport, ..NodeConfig::default() })?;
+    let node_config = NodeConfig { seed: opts.seed, transport: host_transport, ..NodeConfig::default() };
+    let mut flows = Vec::with_capacity(plan.len());
     for (i, &(src_i, dst_i, size, start)) in plan.iter().enumerate() {
         let src = hosts[src_i];
         let dst_ip = fabric.nodes[hosts[dst_i].index()].as_host().map(|h| h.ip).unwrap_or_default();
@@ -517,13 +560,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
         };
         let sized =
             SizedFlow { id: flow.id, dst: flow.dst, size: size.unwrap_or(opts.flow_size), start, src_port: flow.src_port, dscp: flow.dscp };
-        match engine.node_mut(src) {
-            Some(Node::UdpHost(h)) => h.add_flow(flow),
-            Some(Node::TcpHost(h)) => h.add_flow(sized),
-            Some(Node::RoceHost(h)) => h.add_flow(sized),
-            _ => {}
-        }
-        engine.refresh(src);
+        flows.push((src, flow, sized));
     }
     let scheme = scheme_names.into_iter().collect::<Vec<_>>().join("/");
     let traffic = match (&opts.workload, opts.rate) {
@@ -536,7 +573,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
         (None, Some(r)) => format!("{} at {} for {}", opts.traffic, r, emu_node::time::format_duration(opts.duration)),
         (None, None) => format!("{} of {} B", opts.traffic, opts.flow_size),
     };
-    Ok(Prepared { engine, scheme, traffic, time_origin })
+    Ok(Prepared { fabric, node_config, flows, scheme, traffic, time_origin })
 }
 
 /// Runs `opts` on `topo`, calling `progress` every million events.
@@ -553,7 +590,9 @@ pub fn run_with_metrics(
     mut metrics: Option<&mut emu_node::metrics::openmetrics::EngineMetrics>,
     progress: Progress<'_>,
 ) -> Result<RunOutcome, RunError> {
-    let Prepared { mut engine, scheme, traffic, time_origin } = prepare(topo, opts)?;
+    let prepared = prepare(topo, opts)?;
+    let mut engine = prepared.engine()?;
+    let Prepared { scheme, traffic, time_origin, .. } = prepared;
     let start = Instant::now();
     // Advance in sampling steps: uplink counters are read every 100 us of
     // simulated time (ConWeave Fig. 14), progress is reported in between.
@@ -690,7 +729,9 @@ pub struct RealTimeOptions {
 pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, progress: Progress<'_>) -> Result<RunOutcome, RunError> {
     use emu_node::fabric::HostKind;
     use emu_node::runtime::{ProcessPlan, ProcessRuntime};
-    let Prepared { engine, scheme, traffic, time_origin } = prepare(topo, opts)?;
+    let prepared = prepare(topo, opts)?;
+    let nodes = prepared.nodes()?;
+    let (scheme, traffic, time_origin) = (prepared.scheme.clone(), prepared.traffic.clone(), prepared.time_origin);
     let mut fabric = configured_fabric(topo, opts);
     for n in &mut fabric.nodes {
         n.placement = 0;
@@ -708,7 +749,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         ),
         None => None,
     };
-    let nodes: Vec<Option<Node>> = engine.into_nodes().into_iter().map(Some).collect();
+    let nodes: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
     let identity = emu_node::tls::FabricIdentity::generate().map_err(|e| RunError::RealTime(e.to_string()))?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| RunError::RealTime(e.to_string()))?;
     let start = Instant::now();
@@ -731,8 +772,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             .map_err(|e| RunError::RealTime(e.to_string()))?;
         // Switch state machines stay the prepared (unused) ones; their
         // results come from the emu-nodes that ran them.
-        let engine = prepare(topo, opts)?.engine;
-        let mut merged: Vec<Node> = engine.into_nodes();
+        let mut merged: Vec<Node> = prepared.nodes()?;
         for (id, n) in run.hosts {
             merged[id.index()] = n;
         }

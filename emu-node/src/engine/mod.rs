@@ -124,11 +124,6 @@ impl Engine {
         Self::with_nodes(fabric, build_nodes(fabric, cfg)?)
     }
 
-    /// Takes the nodes out (for their results at the end of a run).
-    pub fn into_nodes(self) -> Vec<Node> {
-        self.nodes
-    }
-
     /// Builds an engine from already-built nodes (tests with custom programs).
     pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Result<Self, EngineError> {
         let mut channels = Vec::new();
