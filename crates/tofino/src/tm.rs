@@ -276,6 +276,10 @@ pub struct QueuedPacket {
     pub enq_ts: Nanos,
     /// Queue depth (bytes) at enqueue, before this packet.
     pub enq_depth: u64,
+    /// Metadata bridged through the traffic manager with the packet (as a
+    /// Tofino carries bridged metadata from ingress to egress); 0 unless
+    /// the packet was enqueued with [`TrafficManager::enqueue_bridged`].
+    pub bridged: u32,
     /// Buffer cells held.
     cells: u32,
     /// Accounted by the ns-3 buffer model (not control traffic).
@@ -291,6 +295,7 @@ pub struct QueuedPacket {
 struct VoqPacket {
     frame: BytesMut,
     ingress_port: Option<PortId>,
+    bridged: u32,
 }
 
 /// Why a packet was not enqueued.
@@ -586,6 +591,23 @@ impl TrafficManager {
         ingress_port: Option<PortId>,
         pfc: &mut Vec<PfcTransition>,
     ) -> Result<(), (DropReason, BytesMut)> {
+        self.enqueue_bridged(now, port, queue, frame, ingress_port, 0, pfc)
+    }
+
+    /// [`TrafficManager::enqueue`] with metadata that travels with the
+    /// packet and comes back in [`Dequeued::pkt`] (`bridged`): a dropped
+    /// packet takes its metadata with it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_bridged(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        queue: QueueId,
+        frame: BytesMut,
+        ingress_port: Option<PortId>,
+        bridged: u32,
+        pfc: &mut Vec<PfcTransition>,
+    ) -> Result<(), (DropReason, BytesMut)> {
         let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
         let class = self.cfg.queues[qi].pfc_class;
         let cells = self.cells_of(frame.len());
@@ -599,7 +621,7 @@ impl TrafficManager {
             // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
             // the VOQ holds the packet outside the MMU, no check, no count.
             q.voq_bytes += len;
-            q.voq.push_back(VoqPacket { frame, ingress_port });
+            q.voq.push_back(VoqPacket { frame, ingress_port, bridged });
             return Ok(());
         }
         if cells as u64 > free {
@@ -638,6 +660,7 @@ impl TrafficManager {
             pfc_class: class,
             enq_ts: now,
             enq_depth,
+            bridged,
             cells,
             mmu_counted,
             ingress_pending,
@@ -719,6 +742,7 @@ impl TrafficManager {
             pfc_class: class as u8,
             enq_ts: now,
             enq_depth: 0,
+            bridged: 0,
             cells: cells as u32,
             mmu_counted: false,
             ingress_pending: false,
@@ -896,7 +920,7 @@ impl TrafficManager {
         self.ports[port.index()].held &= !(1u128 << queue.0);
         let mut dropped = 0;
         for v in voq {
-            if self.enqueue(now, port, queue, v.frame, v.ingress_port, pfc).is_err() {
+            if self.enqueue_bridged(now, port, queue, v.frame, v.ingress_port, v.bridged, pfc).is_err() {
                 dropped += 1;
             }
         }

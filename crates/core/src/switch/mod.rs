@@ -281,7 +281,6 @@ pub struct Switch {
     generators: Vec<PacketGenerator>,
     internal: VecDeque<(Nanos, InternalKind, BytesMut)>,
     internal_busy_until: [Nanos; 2],
-    recirc_meta: VecDeque<(PortId, u8)>,
     cpu_writes: VecDeque<(Nanos, weft_tofino::RegisterId, u32, u64)>,
     pfc_scratch: Vec<PfcTransition>,
     counters: SwitchCounters,
@@ -362,7 +361,6 @@ impl Switch {
             generators,
             internal: VecDeque::new(),
             internal_busy_until: [0; 2],
-            recirc_meta: VecDeque::new(),
             cpu_writes: VecDeque::new(),
             pfc_scratch: Vec::new(),
             counters: SwitchCounters::default(),
@@ -670,12 +668,7 @@ impl Switch {
                     self.enqueue(now, p, q, f, None, out);
                 }
                 EmitTarget::Port(..) => self.counters.drop_program += 1,
-                EmitTarget::Recirculate => {
-                    self.counters.recirculations += 1;
-                    self.recirc_meta.push_back((in_port.unwrap_or(PortId(u16::MAX)), 1));
-                    let rp = self.recirc_port();
-                    self.enqueue(now, rp, self.recirculation_queue(), e.frame, None, out);
-                }
+                EmitTarget::Recirculate => self.recirculate(now, e.frame, in_port.unwrap_or(PortId(u16::MAX)), 1, out),
             }
         }
         if let Some(m) = decision.mirror {
@@ -701,10 +694,7 @@ impl Switch {
                 PacketSource::Port(p) => (p, 1),
                 _ => (PortId(u16::MAX), 1),
             };
-            self.counters.recirculations += 1;
-            self.recirc_meta.push_back((original, pass));
-            let rp = self.recirc_port();
-            self.enqueue(now, rp, self.recirculation_queue(), frame, None, out);
+            self.recirculate(now, frame, original, pass, out);
             return;
         }
         if decision.to_cpu {
@@ -789,6 +779,22 @@ impl Switch {
         self.emit_pfc(now, &mut pfc, out);
         self.pfc_scratch = pfc;
         self.kick_any(now, port, out);
+    }
+
+    /// Sends `frame` around the recirculation port. Its original ingress port
+    /// and pass count travel with it through the traffic manager (bridged
+    /// metadata), so a recirculated packet dropped there takes them along.
+    fn recirculate(&mut self, now: Nanos, frame: BytesMut, original: PortId, pass: u8, out: &mut Vec<Transmit>) {
+        self.counters.recirculations += 1;
+        let rp = self.recirc_port();
+        let bridged = original.0 as u32 | (pass as u32) << 16;
+        let mut pfc = std::mem::take(&mut self.pfc_scratch);
+        if self.tm.enqueue_bridged(now, rp, self.recirculation_queue(), frame, None, bridged, &mut pfc).is_err() {
+            self.counters.drop_tm += 1;
+        }
+        self.emit_pfc(now, &mut pfc, out);
+        self.pfc_scratch = pfc;
+        self.kick_internal(now, rp);
     }
 
     /// Resumes a pipeline-paused queue; with the ns-3 buffer model its held
@@ -982,8 +988,8 @@ impl Switch {
             let done = start + rate.serialization_ns(d.pkt.frame.len());
             self.internal_busy_until[slot] = done;
             let kind = if recirc {
-                let (original, pass) = self.recirc_meta.pop_front().unwrap_or((PortId(u16::MAX), 1));
-                InternalKind::Recirculate { original, pass }
+                let b = d.pkt.bridged;
+                InternalKind::Recirculate { original: PortId(b as u16), pass: (b >> 16) as u8 }
             } else {
                 InternalKind::Cpu
             };

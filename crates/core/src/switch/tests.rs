@@ -521,3 +521,48 @@ fn the_pipeline_pauses_and_resumes_a_queue() {
     // then shares the port with queue 5 by DWRR. Held packets keep their order.
     assert_eq!(sports, vec![100, 103, 101, 102]);
 }
+
+/// Recirculates every packet from a port once and logs what the second pass
+/// is told about it.
+#[derive(Default, Clone)]
+struct RecirculationLog {
+    second_passes: std::sync::Arc<std::sync::Mutex<Vec<(PortId, u8)>>>,
+}
+impl Program for RecirculationLog {
+    fn name(&self) -> &'static str {
+        "recirculation-log"
+    }
+    fn declare(&mut self, _d: &mut Declarations) {}
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        match cx.source {
+            PacketSource::Port(_) => cx.decision.recirculate = true,
+            PacketSource::Recirculated { original, pass } => {
+                self.second_passes.lock().unwrap().push((original, pass));
+                cx.forward(cx.group[0]);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_recirculated_packet_dropped_in_the_traffic_manager_takes_its_metadata_along() {
+    // A 1000 B buffer: the 1400 B frame from port 1 cannot enter the
+    // recirculation port's queue; the 100 B frames from ports 0 and 2 can.
+    let f = fabric(3, 1, BitRate::gbps(100));
+    let mut cfg = config();
+    cfg.tm = TmConfig::standard(32, 1_000, cfg.target.cell_bytes, None);
+    let log = RecirculationLog::default();
+    let mut s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(log.clone())).unwrap();
+    let mut out = vec![];
+    for (port, len) in [(0, 100), (1, 1400), (2, 100)] {
+        s.handle_frame(0, PortId(port), udp_frame(&f, port as usize, FAR, 9, len), &mut out);
+    }
+    drain(&mut s, 100_000, &mut out);
+    assert_eq!(s.counters().recirculations, 3);
+    assert_eq!(s.counters().drop_tm, 1, "the 1400 B frame is dropped at the recirculation port");
+    // Each surviving packet learns its own ingress port (a side queue of
+    // metadata shifted the third packet's onto the dropped one's: port 1).
+    assert_eq!(*log.second_passes.lock().unwrap(), vec![(PortId(0), 1), (PortId(2), 1)]);
+}
