@@ -732,7 +732,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     let prepared = prepare(topo, opts)?;
     let nodes = prepared.nodes()?;
     let (scheme, traffic, time_origin) = (prepared.scheme.clone(), prepared.traffic.clone(), prepared.time_origin);
-    let mut fabric = configured_fabric(topo, opts);
+    let mut fabric = prepared.fabric.clone();
     for n in &mut fabric.nodes {
         n.placement = 0;
         if let NodeKind::Host(h) = &mut n.kind {

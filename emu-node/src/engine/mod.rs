@@ -118,8 +118,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Builds every node of `fabric` ([`build_nodes`]: switches with their schemes, hosts as
-    /// UDP hosts) and schedules the topology's link events.
+    /// Builds every node of `fabric` with [`build_nodes`] (switches with
+    /// their schemes, hosts with the configured transport) and schedules the
+    /// topology's link events.
     pub fn new(fabric: &FabricSpec, cfg: &NodeConfig) -> Result<Self, EngineError> {
         Self::with_nodes(fabric, build_nodes(fabric, cfg)?)
     }
