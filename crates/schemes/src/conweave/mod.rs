@@ -52,7 +52,9 @@
 //! table entry another active connection holds, and packets when no
 //! reorder queue is free go by ECMP / queue 0 (counted).
 //!
-//! Invariants (tested in `tests/conweave.rs` of this crate's tests):
+//! Invariants (tested with a whole switch in weft-core's
+//! `switch::conweave_tests`, and end to end in the workspace's
+//! `tests/tests/fabric/schemes.rs`):
 //! REROUTED packets reach the host strictly after the TAIL and in order;
 //! a connection never has a second reroute before CLEAR or θ_inactive;
 //! every register is accessed once per pass in increasing stage order.
