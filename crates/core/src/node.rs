@@ -75,6 +75,7 @@ impl Node {
         }
     }
     /// The earliest time [`Node::handle_timeout`] must be called.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
         match self {
             Node::Switch(s) => s.poll_timeout(),

@@ -49,6 +49,7 @@ pub struct Declarations {
 impl Declarations {
     /// What was declared: the resource usage (checked against the target
     /// when the switch loads the program) and the packet generators.
+    #[must_use]
     pub fn into_parts(self) -> (ResourceUsage, Vec<PacketGenerator>) {
         (self.usage, self.generators)
     }

@@ -753,6 +753,7 @@ impl TrafficManager {
     /// Picks the next packet of `port` by strict priority + DWRR, honouring
     /// pipeline pauses and received PFC pauses. XON transitions may be
     /// appended to `pfc`.
+    #[must_use = "a dequeued packet must be sent or counted as dropped"]
     pub fn dequeue(&mut self, now: Nanos, port: PortId, rng: &mut impl Rng, pfc: &mut Vec<PfcTransition>) -> Option<Dequeued> {
         let p = &mut self.ports[port.index()];
         let mut eligible = p.nonempty & !p.held;
@@ -905,6 +906,7 @@ impl TrafficManager {
     /// `ConWeaveVOQ::FlushAllImmediately` → `DoSwitchSend`, which may drop
     /// and may pause); PFC transitions are appended to `pfc` and the number
     /// dropped is returned.
+    #[must_use = "the packets dropped at resume must be counted"]
     pub fn resume_queue(&mut self, now: Nanos, port: PortId, queue: QueueId, pfc: &mut Vec<PfcTransition>) -> u64 {
         let Some(q) = self.ports.get_mut(port.index()).and_then(|p| p.queues.get_mut(queue.0 as usize)) else { return 0 };
         q.paused = false;
@@ -1189,7 +1191,7 @@ mod tests {
             t.enqueue(0, PortId(0), QueueId(3), frame(100), None, &mut pfc).unwrap();
         }
         assert!(t.dequeue(0, PortId(0), &mut rng, &mut pfc).is_none(), "nothing was in the dequeue pipeline when paused");
-        t.resume_queue(0, PortId(0), QueueId(3), &mut pfc);
+        assert_eq!(t.resume_queue(0, PortId(0), QueueId(3), &mut pfc), 0, "the Tofino model holds in the buffer: nothing to admit or drop");
         assert_eq!(std::iter::from_fn(|| t.dequeue(0, PortId(0), &mut rng, &mut pfc)).count(), 3);
     }
 
@@ -1219,7 +1221,7 @@ mod tests {
         assert_eq!(from0, 5, "other queues flow while one is paused");
         assert_eq!(from3, vec![0], "exactly the configured leak of 1 packet leaves after the pause");
         assert_eq!(t.queue_len(PortId(0), QueueId(3)), 4);
-        t.resume_queue(0, PortId(0), QueueId(3), &mut pfc);
+        assert_eq!(t.resume_queue(0, PortId(0), QueueId(3), &mut pfc), 0, "the Tofino model holds in the buffer: nothing to admit or drop");
         let rest: Vec<u8> = std::iter::from_fn(|| t.dequeue(0, PortId(0), &mut rng, &mut pfc)).map(|d| d.pkt.frame[0]).collect();
         assert_eq!(rest, vec![1, 2, 3, 4]);
     }

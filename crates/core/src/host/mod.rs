@@ -36,6 +36,7 @@ macro_rules! host_common {
                 &self.nic.counters
             }
             /// The next time `handle_timeout` must be called.
+            #[must_use]
             pub fn poll_timeout(&self) -> Option<weft_wire::time::Nanos> {
                 self.timer
             }

@@ -461,6 +461,7 @@ impl Switch {
     }
 
     /// The earliest time [`Switch::handle_timeout`] must be called.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
         self.timers.peek().map(|Reverse((t, _))| *t)
     }
