@@ -13,7 +13,7 @@ use emu_node::engine::{Engine, EngineError};
 use emu_node::fabric::{FabricSpec, NodeKind};
 use emu_node::fct::SlowdownDefinition;
 use emu_node::host::roce::{IrnResend, Recovery};
-use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig};
+use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig, REFERENCE_RATE};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::{FlowId, NodeId};
 use emu_node::node::{build_nodes, HostTransport, Node, NodeConfig};
@@ -498,7 +498,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
                 .collect()
         }
     };
-    let host_rate = hosts.first().and_then(|h| fabric.nodes[h.index()].ports.first()).map_or(BitRate::gbps(100), |p| p.rate);
+    let host_rate = hosts.first().and_then(|h| fabric.nodes[h.index()].ports.first()).map_or(REFERENCE_RATE, |p| p.rate);
     let host_transport = match opts.transport {
         Transport::Udp if opts.transport_params.keys().any(|k| !k.starts_with("tm.")) => {
             return Err(RunError::Transport(
@@ -512,7 +512,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             }
             let mut tc = TcpConfig::default();
             if opts.scale_time_params {
-                let k = 1e11 / host_rate.bps().max(1) as f64;
+                let k = REFERENCE_RATE.bps() as f64 / host_rate.bps().max(1) as f64;
                 tc.min_rto = (tc.min_rto as f64 * k) as Nanos;
                 tc.initial_rto = (tc.initial_rto as f64 * k) as Nanos;
             }
@@ -523,8 +523,8 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             if opts.rate.is_some() {
                 return Err(RunError::Transport("--rate (constant bit rate) is for UDP hosts; RoCE flows have a size".into()));
             }
-            // DESIGN 8.1 at 100 Gbit/s, scaled to the host link rate.
-            let scale = host_rate.bps() as f64 / 1e11;
+            // DESIGN 8.1 at the reference rate, scaled to the host link rate.
+            let scale = host_rate.bps() as f64 / REFERENCE_RATE.bps() as f64;
             let scaled = |r: BitRate| BitRate(((r.bps() as f64) * scale).round().max(1.0) as u64);
             let mut rc = if t == Transport::RoceIrn { RoceConfig::irn(emu_node::fct::bdp_bytes(&fabric)) } else { RoceConfig::lossless() };
             if opts.scale_time_params {
@@ -691,7 +691,7 @@ pub fn compare(
 }
 
 /// Multiplies every time parameter of a RoCE configuration by `k`
-/// (DESIGN 6.2: they are given for the 100 Gbit/s reference rate).
+/// (DESIGN 6.2: they are given for [`REFERENCE_RATE`]).
 pub fn scale_roce_times(rc: &mut RoceConfig, k: f64) {
     let s = |t: &mut Nanos| *t = (*t as f64 * k).round() as Nanos;
     s(&mut rc.nak_interval);

@@ -404,9 +404,10 @@ fn run(a: RunArgs) -> Result<()> {
         let rate = topo.fabric.hosts().first().and_then(|h| topo.fabric.nodes[h.index()].ports.first()).map(|p| p.rate);
         if let Some(r) = rate {
             eprintln!(
-                "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links (100 Gbit/s reference, DESIGN 6.2); scheme time parameters (flowlet gaps, ConWeave thresholds) are not scaled: set them with --set",
-                1e11 / r.bps().max(1) as f64,
-                r
+                "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links ({} reference, DESIGN 6.2); scheme time parameters (flowlet gaps, ConWeave thresholds) are not scaled: set them with --set",
+                emu_node::host::REFERENCE_RATE.bps() as f64 / r.bps().max(1) as f64,
+                r,
+                emu_node::host::REFERENCE_RATE
             );
         }
     }
