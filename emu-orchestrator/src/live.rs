@@ -56,6 +56,24 @@ pub enum LiveError {
     /// An emu-node failed during start-up.
     #[error("emu-node {0} failed: {1}")]
     Node(u32, String),
+    /// A network namespace or TAP operation failed.
+    #[error(transparent)]
+    Tap(#[from] emu_node::tap::TapError),
+    /// The control channel to an emu-node failed.
+    #[error(transparent)]
+    Control(#[from] emu_node::control::ControlError),
+    /// The fabric certificate or the QUIC server could not be made.
+    #[error(transparent)]
+    Tls(#[from] emu_node::tls::TlsError),
+    /// This process's part of the fabric (links, capture) failed.
+    #[error(transparent)]
+    Runtime(#[from] emu_node::runtime::RuntimeError),
+    /// Prometheus could not be configured or started.
+    #[error(transparent)]
+    Prometheus(#[from] crate::prometheus::PrometheusError),
+    /// A blocking task panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
     /// Something else.
     #[error("{0}")]
     Other(String),
@@ -210,7 +228,7 @@ pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
     let existing = emu_node::tap::list_netns();
     for ns in &st.netns {
         if existing.contains(ns) {
-            emu_node::tap::delete_netns(ns).map_err(|e| LiveError::Other(e.to_string()))?;
+            emu_node::tap::delete_netns(ns)?;
             removed.push(format!("netns {ns}"));
         }
     }
@@ -465,7 +483,7 @@ fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
     let existing = emu_node::tap::list_netns();
     for ns in &st.netns {
         if existing.contains(ns) {
-            emu_node::tap::delete_netns(ns).map_err(|e| LiveError::Other(e.to_string()))?;
+            emu_node::tap::delete_netns(ns)?;
         }
     }
     Ok(())
@@ -492,14 +510,14 @@ async fn run_fabric(
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
-        control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
+        control::send(tx, &ToNode::Peers(addrs.clone())).await?;
     }
     await_running(&mut conns, &dir).await?;
     let targets: Vec<crate::prometheus::Target> =
         addrs.iter().filter_map(|a| a.metrics.map(|m| crate::prometheus::Target { addr: m, process: a.process })).collect();
     state.metrics = targets.iter().map(|t| (t.process, format!("http://{}/metrics", t.addr))).collect();
     let interval = opts.prometheus.as_ref().map_or(Duration::from_secs(1), |p| p.scrape_interval);
-    let (sd, yml) = crate::prometheus::write_config(&dir, &fabric.name, &targets, interval).map_err(|e| LiveError::Other(e.to_string()))?;
+    let (sd, yml) = crate::prometheus::write_config(&dir, &fabric.name, &targets, interval)?;
     state.prometheus_config = Some((sd.display().to_string(), yml.display().to_string()));
     let mut targets = targets;
     // Kept (not waited for) so that the child is not reaped behind the
@@ -507,10 +525,8 @@ async fn run_fabric(
     let mut _prometheus_child = None;
     if let Some(p) = &opts.prometheus {
         let (d, bin, listen) = (dir.clone(), p.bin.clone(), p.listen);
-        let started = tokio::task::spawn_blocking(move || crate::prometheus::start(&d, &bin, listen))
-            .await
-            .map_err(|e| LiveError::Other(e.to_string()))?;
-        let (child, addr) = started.map_err(|e| LiveError::Other(e.to_string()))?;
+        let started = tokio::task::spawn_blocking(move || crate::prometheus::start(&d, &bin, listen)).await?;
+        let (child, addr) = started?;
         state.prometheus = Some((child.id(), format!("http://{addr}")));
         _prometheus_child = Some(child);
         write_state(&dir, state)?;
@@ -717,14 +733,14 @@ pub struct Launched {
 /// Starts one emu-node per index in `procs`, authenticates each (pinned
 /// certificate, token), sends its plan and waits for its link addresses.
 pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, state: &mut FabricState) -> Result<Launched, LiveError> {
-    let identity = FabricIdentity::generate().map_err(|e| LiveError::Other(e.to_string()))?;
+    let identity = FabricIdentity::generate()?;
     let token: String = {
         use rand::Rng;
         let mut r = rand::rng();
         (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect()
     };
     let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
-    let server = identity.quic_server(quic::control_transport()).map_err(|e| LiveError::Other(e.to_string()))?;
+    let server = identity.quic_server(quic::control_transport())?;
     let ep = quinn::Endpoint::server(server, "127.0.0.1:0".parse().map_err(|_| LiveError::Other("address".into()))?)
         .map_err(io("control endpoint"))?;
     let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
@@ -782,7 +798,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             Ok(ToOrchestrator::Hello { token: t, process, version, .. })
                 if t == token && version == PROTOCOL_VERSION && procs.contains(&process) && !conns.contains_key(&process) =>
             {
-                control::send(&mut tx, &ToNode::Plan(Box::new(plan_for(process)))).await.map_err(|e| LiveError::Other(e.to_string()))?;
+                control::send(&mut tx, &ToNode::Plan(Box::new(plan_for(process)))).await?;
                 conns.insert(process, (conn, tx, rx));
             }
             _ => {
@@ -1009,23 +1025,21 @@ pub async fn run_distributed(
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;
     let local_nodes: Vec<Option<emu_node::node::Node>> =
         nodes.into_iter().enumerate().map(|(i, n)| n.filter(|_| f.nodes[i].as_host().is_some())).collect();
-    let (mut rt, mine) = ProcessRuntime::bind(identity_plan, local_nodes, std::net::Ipv4Addr::LOCALHOST.into())
-        .await
-        .map_err(|e| LiveError::Other(e.to_string()))?;
+    let (mut rt, mine) = ProcessRuntime::bind(identity_plan, local_nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
     addrs.push(mine);
     if let Some((_, sd_dir)) = &metrics {
         let t: Vec<crate::prometheus::Target> =
             addrs.iter().filter_map(|a| a.metrics.map(|m| crate::prometheus::Target { addr: m, process: a.process })).collect();
-        crate::prometheus::write_config(sd_dir, &f.name, &t, Duration::from_secs(1)).map_err(|e| LiveError::Other(e.to_string()))?;
+        crate::prometheus::write_config(sd_dir, &f.name, &t, Duration::from_secs(1))?;
     }
     for (_, tx, _) in conns.values_mut() {
-        control::send(tx, &ToNode::Peers(addrs.clone())).await.map_err(|e| LiveError::Other(e.to_string()))?;
+        control::send(tx, &ToNode::Peers(addrs.clone())).await?;
     }
-    rt.connect(&addrs).await.map_err(|e| LiveError::Other(e.to_string()))?;
+    rt.connect(&addrs).await?;
     await_running(&mut conns, &dir).await?;
     rt.schedule_link_events(0);
     if let Some((link, path, count)) = &capture {
-        rt.capture(*link, path, *count).map_err(|e| LiveError::Other(e.to_string()))?;
+        rt.capture(*link, path, *count)?;
     }
     let mut idle_rounds = 0;
     let mut truncated = false;
