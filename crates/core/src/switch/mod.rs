@@ -753,16 +753,19 @@ impl Switch {
                     self.depart(now, port, d, out);
                     return;
                 }
-                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, port, queue, f, in_port, out),
+                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, port, queue, f, in_port, 0, out),
                 Err(PassThrough::Dropped(_)) => {
                     self.counters.drop_tm += 1;
                     return;
                 }
             }
         }
-        self.enqueue_slow(now, port, queue, frame, in_port, out);
+        self.enqueue_slow(now, port, queue, frame, in_port, 0, out);
     }
 
+    /// Admits `frame` to the traffic manager (`bridged`: metadata that
+    /// travels with it, see [`Self::recirculate`]) and kicks the port.
+    #[allow(clippy::too_many_arguments)]
     fn enqueue_slow(
         &mut self,
         now: Nanos,
@@ -770,10 +773,11 @@ impl Switch {
         queue: QueueId,
         frame: BytesMut,
         in_port: Option<PortId>,
+        bridged: u32,
         out: &mut Vec<Transmit>,
     ) {
         let mut pfc = std::mem::take(&mut self.pfc_scratch);
-        match self.tm.enqueue(now, port, queue, frame, in_port, &mut pfc) {
+        match self.tm.enqueue_bridged(now, port, queue, frame, in_port, bridged, &mut pfc) {
             Ok(()) => {}
             Err(_) => self.counters.drop_tm += 1,
         }
@@ -787,15 +791,8 @@ impl Switch {
     /// metadata), so a recirculated packet dropped there takes them along.
     fn recirculate(&mut self, now: Nanos, frame: BytesMut, original: PortId, pass: u8, out: &mut Vec<Transmit>) {
         self.counters.recirculations += 1;
-        let rp = self.recirc_port();
         let bridged = original.0 as u32 | (pass as u32) << 16;
-        let mut pfc = std::mem::take(&mut self.pfc_scratch);
-        if self.tm.enqueue_bridged(now, rp, self.recirculation_queue(), frame, None, bridged, &mut pfc).is_err() {
-            self.counters.drop_tm += 1;
-        }
-        self.emit_pfc(now, &mut pfc, out);
-        self.pfc_scratch = pfc;
-        self.kick_internal(now, rp);
+        self.enqueue_slow(now, self.recirc_port(), self.recirculation_queue(), frame, None, bridged, out);
     }
 
     /// Resumes a pipeline-paused queue; with the ns-3 buffer model its held
