@@ -14,11 +14,11 @@ use emu_node::wire::ipv4;
 use std::hint::black_box;
 
 fn leaf_with_8_uplinks() -> FabricSpec {
-    emu_node::fabric::leaf_pair(1, 8, BitRate::gbps(100))
+    weft_testkit::leaf_pair(1, 8, BitRate::gbps(100))
 }
 
 fn frame(f: &FabricSpec, sport: u16) -> BytesMut {
-    emu_node::fabric::leaf_pair_udp_frame(f, sport, 4791, 1500)
+    weft_testkit::leaf_pair_udp_frame(f, sport, 4791, 1500)
 }
 
 fn bench(c: &mut Criterion) {

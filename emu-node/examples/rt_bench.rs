@@ -17,10 +17,11 @@
 //! `cargo run --release -p emu-node --example rt_bench`
 
 use bytes::BytesMut;
-use emu_node::actor::{Egress, Inbox, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
+use emu_node::actor::{Egress, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
 use emu_node::clock::{FabricClock, SchedulerTask};
 use emu_node::fabric::FabricSpec;
 use emu_node::ids::{NodeId, PortId};
+use emu_node::inbox::Inbox;
 use emu_node::lag::LagHistogram;
 use emu_node::node::Node;
 use emu_node::schemes::ecmp::Ecmp;
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn frame(f: &FabricSpec, sport: u16) -> BytesMut {
-    emu_node::fabric::leaf_pair_udp_frame(f, sport, 4791, 1500)
+    weft_testkit::leaf_pair_udp_frame(f, sport, 4791, 1500)
 }
 
 #[derive(Default)]
@@ -68,7 +69,7 @@ impl Actor for Sink {
 }
 
 async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, NodeHandle, Arc<Mutex<SinkStats>>, FabricSpec) {
-    let f = emu_node::fabric::leaf_pair(1, 8, rate);
+    let f = weft_testkit::leaf_pair(1, 8, rate);
     let cfg = SwitchConfig::tofino2(1, false);
     let sw = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");
     let task = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(spin_us)).expect("scheduler");
@@ -85,7 +86,7 @@ async fn setup(rate: BitRate, spin_us: u64) -> (SchedulerTask, NodeHandle, Arc<M
         .ports
         .iter()
         .map(|p| PortBinding {
-            egress: Egress::Local { peer: sink.clone(), port: PortId(0) },
+            egress: Egress::Local { peer: sink.frames.clone(), port: PortId(0) },
             link: p.link,
             dir: 0,
             delay: 1000,
@@ -132,7 +133,7 @@ fn main() {
         while start.elapsed() < Duration::from_secs(3) {
             for fr in frames.iter().take(256) {
                 let now = sched.now();
-                sw.deliver(PortId(0), fr.clone(), now);
+                sw.frames.deliver(PortId(0), fr.clone(), now);
                 sent += 1;
             }
             tokio::task::yield_now().await;
@@ -170,7 +171,7 @@ fn main() {
             sched.at(
                 due,
                 Box::new(move |_| {
-                    sw.deliver(PortId(0), fr, due);
+                    sw.frames.deliver(PortId(0), fr, due);
                 }),
             );
         }

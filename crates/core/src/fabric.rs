@@ -225,57 +225,6 @@ pub struct FabricSpec {
     pub schedule: Vec<LinkEvent>,
 }
 
-/// The tiny fabric scheme tests and benchmarks use: `leaf0` (node 0) with
-/// `hosts` hosts `h<i>` (10.0.0.(i+2), ports 0..hosts) and one uplink to
-/// each of `spines` spines (ports hosts..); `leaf1` (node 1) behind the same
-/// spines with one host `far` (10.0.1.2). All links at `rate`, 1 µs, MTU
-/// 1500; routes computed.
-pub fn leaf_pair(hosts: usize, spines: usize, rate: BitRate) -> FabricSpec {
-    let mut f = FabricSpec::default();
-    let host =
-        |ip: Ipv4Address, gw| NodeKind::Host(HostSpec { kind: HostKind::Synthetic, ip, prefix_len: 24, mac: host_mac(ip), gateway: gw });
-    let leaf = f.add_node("leaf0", NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp")));
-    let far_leaf = f.add_node("leaf1", NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp")));
-    for i in 0..hosts {
-        let h = f.add_node(format!("h{i}"), host(Ipv4Address::new(10, 0, 0, 2 + i as u8), Ipv4Address::new(10, 0, 0, 1)));
-        f.connect(format!("h{i}-leaf0"), h, leaf, rate, 1000, 1500);
-    }
-    for u in 0..spines {
-        let s = f.add_node(format!("spine{u}"), NodeKind::Switch(SwitchSpec::new(SwitchRole::Spine, "ecmp")));
-        f.connect(format!("leaf0-spine{u}"), leaf, s, rate, 1000, 1500);
-        f.connect(format!("leaf1-spine{u}"), far_leaf, s, rate, 1000, 1500);
-    }
-    let h = f.add_node("far", host(Ipv4Address::new(10, 0, 1, 2), Ipv4Address::new(10, 0, 1, 1)));
-    f.connect("far-leaf1", h, far_leaf, rate, 1000, 1500);
-    f.compute_routes();
-    f
-}
-
-/// A UDP frame of `len` bytes from `h0` to `far` (10.0.0.2 → 10.0.1.2,
-/// ECN-capable, destination port `dport`) as it enters `leaf0` of a
-/// [`leaf_pair`] fabric on host port 0: the frame scheme tests and
-/// benchmarks feed the switch.
-pub fn leaf_pair_udp_frame(f: &FabricSpec, sport: u16, dport: u16, len: usize) -> bytes::BytesMut {
-    use weft_wire::{ethernet, ipv4, udp, EtherType};
-    let port = &f.nodes[0].ports[0];
-    let mut b = bytes::BytesMut::zeroed(len.max(42));
-    let len = b.len();
-    ethernet::Repr { dst: port.mac, src: port.peer_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
-    ipv4::Repr {
-        src: Ipv4Address::new(10, 0, 0, 2),
-        dst: Ipv4Address::new(10, 0, 1, 2),
-        protocol: ipv4::Protocol::Udp,
-        dscp: 0,
-        ecn: ipv4::Ecn::Ect0,
-        ident: 0,
-        ttl: 64,
-        payload_len: len - 34,
-    }
-    .emit(&mut b[14..]);
-    udp::Repr { src_port: sport, dst_port: dport, payload_len: len - 42 }.emit(&mut b[34..]);
-    b
-}
-
 /// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.
 pub fn switch_port_mac(node: NodeId, port: PortId) -> EthernetAddress {
     let n = node.0.to_be_bytes();

@@ -10,8 +10,8 @@
 //! declared registers or plain counters; no scheme reads a clock, a socket
 //! or a global random number generator (randomness comes from the switch's
 //! seeded RNG in the context). The mechanism tests that run a scheme inside
-//! a whole switch live with the switch in the core (emu-node
-//! `switch::scheme_tests`, `switch::conweave_tests`).
+//! a whole switch live with the switch in the core (weft-core,
+//! `tests/schemes.rs`, `tests/conweave.rs`).
 //!
 //! [`catalog`] lists every scheme with its parameters and defaults (what
 //! `weft schemes` prints); [`build`] instantiates one by name with

@@ -23,7 +23,7 @@
 //! - [`depth_histogram`]: queue depth seen by arriving packets.
 //!
 //! The port serializer, recirculation, mirroring, the packet generator and
-//! the CPU port are driven by the switch of the core (emu-node's
+//! the CPU port are driven by the switch of the core (weft-core's
 //! `switch::Switch`), which owns a model instance. Nothing here does I/O,
 //! reads a clock or draws from a global random number generator.
 #![forbid(unsafe_code)]

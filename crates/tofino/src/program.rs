@@ -12,6 +12,7 @@
 use super::l3::RouteTable;
 use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
 use super::resources::{Gress, HashDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
+pub use super::tm::QueueDepths;
 use super::tm::TmConfig;
 use bytes::BytesMut;
 use rand_chacha::ChaCha8Rng;
@@ -177,16 +178,6 @@ pub struct IngressDecision {
     pub flow_control: Vec<QueueFlowControl>,
     /// Frames made from this packet (mirrored copies rewritten).
     pub emit: Vec<EmittedFrame>,
-}
-
-/// Read-only view of queue depths (egress: exact; ingress: a snapshot).
-pub trait QueueDepths {
-    /// Queue depth in bytes.
-    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64;
-    /// Total port depth in bytes.
-    fn port_bytes(&self, port: PortId) -> u64;
-    /// Queue depth in buffer cells (what the hardware reports).
-    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64;
 }
 
 /// The register file seen through one pipeline pass: every access goes

@@ -1087,7 +1087,17 @@ impl TrafficManager {
 }
 
 /// Egress sees the traffic manager's exact depths.
-impl crate::program::QueueDepths for TrafficManager {
+/// Read-only view of queue depths (egress: exact; ingress: a snapshot).
+pub trait QueueDepths {
+    /// Queue depth in bytes.
+    fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64;
+    /// Total port depth in bytes.
+    fn port_bytes(&self, port: PortId) -> u64;
+    /// Queue depth in buffer cells (what the hardware reports).
+    fn queue_cells(&self, port: PortId, queue: QueueId) -> u64;
+}
+
+impl QueueDepths for TrafficManager {
     fn queue_bytes(&self, port: PortId, queue: QueueId) -> u64 {
         TrafficManager::queue_bytes(self, port, queue)
     }

@@ -1055,11 +1055,3 @@ fn mark_ce(frame: &mut BytesMut) -> bool {
         _ => false,
     }
 }
-
-#[cfg(test)]
-mod tests;
-
-#[cfg(test)]
-mod conweave_tests;
-#[cfg(test)]
-mod scheme_tests;

@@ -53,7 +53,7 @@
 //! reorder queue is free go by ECMP / queue 0 (counted).
 //!
 //! Invariants (tested with a whole switch in weft-core's
-//! `switch::conweave_tests`, and end to end in the workspace's
+//! `tests/conweave.rs`, and end to end in the workspace's
 //! `tests/tests/fabric/schemes.rs`):
 //! REROUTED packets reach the host strictly after the TAIL and in order;
 //! a connection never has a second reroute before CLEAR or θ_inactive;

@@ -1,0 +1,473 @@
+//! The real-time driver's node actor: one `ractor` actor per switch or
+//! synthetic host, owning its sans-IO state machine (DESIGN §3).
+//!
+//! The actor turns messages into calls of the state machine with `now`
+//! from the [`FabricClock`](crate::clock::FabricClock), and the state machine's outputs into frames
+//! on its ports' [`Egress`]es. Deadlines (its next timer, frames due at a
+//! peer) go to the process's one [`DeadlineScheduler`], never to tokio's
+//! 1 ms timer. Every message that was due at some time (a timer, a frame's
+//! arrival) records how late it is handled in the actor's [`LagHistogram`],
+//! so users see when the emulation stops being faithful.
+//!
+//! Time: the state machine is called with the time the message was due
+//! (never later than the wall clock), and its own deadlines that fall
+//! before an arriving frame run first, at their time, as in virtual time;
+//! so lag shows up as wall-clock delay but not as lost link capacity. Time
+//! never goes back for a state machine: a message that reaches the actor
+//! after a later one (one held by the scheduler, one already late) is
+//! handled at the later time.
+//!
+//! Invariants: the state machine is touched only by its actor; at most one
+//! timer is outstanding per actor for its earliest deadline (stale ones only
+//! cause a harmless extra `handle_timeout`); a frame sent on a port that is
+//! down is counted and dropped.
+
+use crate::clock::DeadlineScheduler;
+use crate::inbox::{Inbox, InboxSender};
+use crate::link::header::LinkHeader;
+use crate::link::remote::RemoteSender;
+use crate::link::LinkChange;
+use bytes::BytesMut;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use weft_core::fabric::FabricSpec;
+use weft_core::node::Node;
+use weft_core::switch::Transmit;
+use weft_metrics::lag::{LagHistogram, LagSummary};
+use weft_metrics::{collect, FamilySet, NodeMetrics};
+use weft_wire::ids::{LinkId, PortId};
+use weft_wire::time::Nanos;
+
+/// How to reach a node actor: its reference (control messages) and the
+/// sending side of its frame inbox.
+#[derive(Clone)]
+pub struct NodeHandle {
+    /// The actor (control messages).
+    pub actor: ActorRef<NodeMsg>,
+    /// Its frames.
+    pub frames: InboxSender,
+}
+
+impl std::fmt::Debug for NodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeHandle").field("actor", &self.actor.get_id()).finish()
+    }
+}
+
+impl NodeHandle {
+    /// A handle for `actor`, whose frames go through `inbox` (a frame into
+    /// an empty inbox casts one [`NodeMsg::Drain`]).
+    pub fn new(actor: ActorRef<NodeMsg>, inbox: Arc<Inbox>) -> Self {
+        let me = actor.clone();
+        let frames = InboxSender::new(
+            inbox,
+            Arc::new(move || {
+                let _ = me.cast(NodeMsg::Drain);
+            }),
+        );
+        NodeHandle { actor, frames }
+    }
+}
+
+/// Where a port's frames go.
+#[derive(Clone)]
+pub enum Egress {
+    /// Nowhere (the peer is not part of this run).
+    Unconnected,
+    /// An actor of this process.
+    Local {
+        /// The peer's inbox.
+        peer: InboxSender,
+        /// Its port.
+        port: PortId,
+    },
+    /// A host's TAP device in this process, written by the process's writer thread.
+    Tap(Arc<tokio_tun::Tun>, crate::tap::TapWriter),
+    /// Another emu-node process.
+    Remote(RemoteSender),
+}
+
+/// A packet capture attached to a port (both directions).
+pub struct Capture {
+    writer: Option<pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>>,
+    left: u64,
+    /// Frames written.
+    pub written: u64,
+}
+
+impl Capture {
+    /// Captures at most `count` frames into `file`.
+    pub fn create(path: &std::path::Path, count: u64) -> std::io::Result<Self> {
+        let f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let w = pcap_file::pcap::PcapWriter::new(f).map_err(std::io::Error::other)?;
+        Ok(Capture { writer: Some(w), left: count, written: 0 })
+    }
+    /// Writes one frame (wall-clock timestamp); closes the file at `count`.
+    pub fn record(&mut self, frame: &[u8]) {
+        let Some(w) = self.writer.as_mut() else { return };
+        let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        if w.write_packet(&pcap_file::pcap::PcapPacket::new(ts, frame.len() as u32, frame)).is_ok() {
+            self.written += 1;
+        }
+        self.left = self.left.saturating_sub(1);
+        if self.left == 0 {
+            self.finish();
+        }
+    }
+    /// Flushes and closes the file.
+    pub fn finish(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let mut inner = w.into_writer();
+            let _ = std::io::Write::flush(&mut inner);
+        }
+    }
+    /// Whether the capture is complete.
+    pub fn is_done(&self) -> bool {
+        self.writer.is_none()
+    }
+}
+
+/// A shared capture handle.
+pub type CaptureHandle = Arc<Mutex<Capture>>;
+
+/// A port of an actor: where frames go, and the link's live state.
+#[derive(Clone)]
+pub struct PortBinding {
+    /// Destination.
+    pub egress: Egress,
+    /// Link id.
+    pub link: LinkId,
+    /// Direction on the link (0: this is the `a` end).
+    pub dir: u8,
+    /// One-way propagation delay.
+    pub delay: Nanos,
+    /// Whether the link is up.
+    pub up: bool,
+    /// Capture, if one is running.
+    pub capture: Option<CaptureHandle>,
+}
+
+impl PortBinding {
+    /// An unconnected port.
+    pub fn unconnected(link: LinkId) -> Self {
+        PortBinding { egress: Egress::Unconnected, link, dir: 0, delay: 0, up: true, capture: None }
+    }
+}
+
+/// Messages of a node actor.
+pub enum NodeMsg {
+    /// Binds the ports (index = port id).
+    Bind(Vec<PortBinding>),
+    /// A frame arrives on `port`; it was due at `due`.
+    Frame {
+        /// Port.
+        port: PortId,
+        /// The frame.
+        frame: BytesMut,
+        /// When it was due.
+        due: Nanos,
+    },
+    /// Frames are waiting in the actor's [`Inbox`].
+    Drain,
+    /// A timer armed for `due`.
+    Timer {
+        /// When it was due.
+        due: Nanos,
+    },
+    /// A link of this node changed.
+    Link {
+        /// Port.
+        port: PortId,
+        /// Change.
+        change: LinkChange,
+    },
+    /// Starts (or replaces) a capture on a port.
+    Capture {
+        /// Port.
+        port: PortId,
+        /// Capture (shared with the other end when it is local).
+        capture: CaptureHandle,
+    },
+    /// Asks for a report.
+    Report(RpcReplyPort<ActorReport>),
+    /// Stops processing; replies with the state machine.
+    Finish(RpcReplyPort<Option<Box<Node>>>),
+    /// Asks for the node's metrics (node `index` of `fabric`).
+    Metrics {
+        /// The fabric (link names, base FCTs).
+        fabric: Arc<FabricSpec>,
+        /// The node's index.
+        index: usize,
+        /// Reply.
+        reply: RpcReplyPort<FamilySet>,
+    },
+}
+
+/// What an actor reports (`weft status`, metrics).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ActorReport {
+    /// Node name.
+    pub name: String,
+    /// Lateness of handled deadlines.
+    pub lag: LagSummary,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Frames dropped at a down link.
+    pub link_down_drops: u64,
+    /// Frames the transport could not send.
+    pub send_errors: u64,
+    /// Whether the state machine has no pending deadline.
+    pub idle: bool,
+    /// Frames the switch dropped (buffer, no route, malformed, ...).
+    pub switch_drops: u64,
+}
+
+/// The actor.
+pub struct NodeActor;
+
+/// Arguments of [`NodeActor`].
+pub struct NodeActorArgs {
+    /// The state machine.
+    pub node: Box<Node>,
+    /// The process's scheduler.
+    pub scheduler: DeadlineScheduler,
+    /// The actor's frame inbox (shared with its [`NodeHandle`]s).
+    pub inbox: Arc<Inbox>,
+}
+
+/// State of [`NodeActor`].
+pub struct NodeActorState {
+    node: Option<Box<Node>>,
+    name: String,
+    ports: Vec<PortBinding>,
+    sched: DeadlineScheduler,
+    armed: Option<Nanos>,
+    lag: LagHistogram,
+    out: Vec<Transmit>,
+    report: ActorReport,
+    datagram: Vec<u8>,
+    /// The latest time handed to the state machine: time never goes back.
+    last: Nanos,
+    inbox: Arc<Inbox>,
+    metrics: NodeMetrics,
+}
+
+fn node_name(n: &Node) -> String {
+    match n {
+        Node::Switch(s) => s.name().to_string(),
+        Node::UdpHost(h) => h.name().to_string(),
+        Node::RoceHost(h) => h.name().to_string(),
+        Node::TcpHost(h) => h.name().to_string(),
+    }
+}
+
+impl NodeActorState {
+    fn on_frame(&mut self, wall: Nanos, port: PortId, frame: BytesMut, due: Nanos) {
+        let now = due.min(wall).max(self.last);
+        self.lag.record(due, wall);
+        self.report.rx_frames += 1;
+        if let Some(p) = self.ports.get(port.index()) {
+            if !p.up {
+                self.report.link_down_drops += 1;
+                return;
+            }
+            if let Some(c) = &p.capture {
+                if let Ok(mut c) = c.lock() {
+                    c.record(&frame);
+                }
+            }
+        }
+        if let Some(n) = self.node.as_mut() {
+            // Virtual-time order: deadlines of the state machine that fall
+            // before this frame run first, at their own time (a port that
+            // became free at t starts its next frame at t).
+            let mut prev = None;
+            while let Some(t) = n.poll_timeout() {
+                if t > now || prev == Some(t) {
+                    break;
+                }
+                prev = Some(t);
+                self.last = self.last.max(t);
+                n.handle_timeout(self.last, &mut self.out);
+            }
+            n.handle_frame(now, port, frame, &mut self.out);
+        }
+        self.last = self.last.max(now);
+    }
+
+    fn flush(&mut self, me: &ActorRef<NodeMsg>) {
+        let mut out = std::mem::take(&mut self.out);
+        for t in out.drain(..) {
+            self.send(t);
+        }
+        self.out = out;
+        if let Some(t) = self.node.as_ref().and_then(|n| n.poll_timeout()) {
+            if self.armed.is_none_or(|a| t < a) {
+                self.armed = Some(t);
+                let me = me.clone();
+                self.sched.at(
+                    t,
+                    Box::new(move |_| {
+                        let _ = me.cast(NodeMsg::Timer { due: t });
+                    }),
+                );
+            }
+        }
+    }
+
+    fn send(&mut self, t: Transmit) {
+        let Some(p) = self.ports.get_mut(t.port.index()) else { return };
+        if !p.up {
+            self.report.link_down_drops += 1;
+            return;
+        }
+        self.report.tx_frames += 1;
+        if let Some(c) = &p.capture {
+            if let Ok(mut c) = c.lock() {
+                c.record(&t.frame);
+            }
+        }
+        let due = t.end + p.delay;
+        match &mut p.egress {
+            Egress::Unconnected => {}
+            Egress::Local { peer, port } => {
+                // Always through the scheduler, even when already due: it
+                // orders by due time, so a link direction stays FIFO.
+                let (peer, port, frame) = (peer.clone(), *port, t.frame);
+                self.sched.at(
+                    due,
+                    Box::new(move |_| {
+                        peer.deliver(port, frame, due);
+                    }),
+                );
+            }
+            Egress::Tap(tap, writer) => {
+                let (tap, writer) = (tap.clone(), writer.clone());
+                let frame = t.frame;
+                self.sched.at(due, Box::new(move |_| writer.write(&tap, frame)));
+            }
+            Egress::Remote(r) => {
+                let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due };
+                if r.send(h, &t.frame, &mut self.datagram).is_err() {
+                    self.report.send_errors += 1;
+                }
+            }
+        }
+    }
+}
+
+impl Actor for NodeActor {
+    type Msg = NodeMsg;
+    type State = NodeActorState;
+    type Arguments = NodeActorArgs;
+
+    async fn pre_start(&self, _me: ActorRef<NodeMsg>, args: NodeActorArgs) -> Result<NodeActorState, ActorProcessingErr> {
+        let name = node_name(&args.node);
+        Ok(NodeActorState {
+            report: ActorReport { name: name.clone(), ..Default::default() },
+            node: Some(args.node),
+            name,
+            ports: Vec::new(),
+            sched: args.scheduler,
+            armed: None,
+            lag: LagHistogram::default(),
+            out: Vec::new(),
+            datagram: Vec::with_capacity(2048),
+            last: 0,
+            inbox: args.inbox,
+            metrics: NodeMetrics::new(),
+        })
+    }
+
+    async fn handle(&self, me: ActorRef<NodeMsg>, msg: NodeMsg, st: &mut NodeActorState) -> Result<(), ActorProcessingErr> {
+        let wall = st.sched.now();
+        // A frame or timer is handled as of the time it was due (if the
+        // actor runs late, the state machine still sees the instant the
+        // event belongs to, so a late wake-up does not stretch the gap
+        // between two frames a port sends: rates stay exact and lag does not
+        // accumulate).
+        let now = match &msg {
+            NodeMsg::Timer { due } => (*due).min(wall),
+            _ => wall,
+        }
+        .max(st.last);
+        match msg {
+            NodeMsg::Bind(ports) => st.ports = ports,
+            NodeMsg::Frame { port, frame, due } => st.on_frame(wall, port, frame, due),
+            NodeMsg::Drain => {
+                // Each frame's output leaves before the next is handled, as
+                // if each had come in its own message.
+                while let Some((port, frame, due)) = st.inbox.pop() {
+                    st.on_frame(wall, port, frame, due);
+                    st.flush(&me);
+                }
+            }
+            NodeMsg::Timer { due } => {
+                if st.armed == Some(due) {
+                    st.armed = None;
+                    st.lag.record(due, wall);
+                }
+                if let Some(n) = st.node.as_mut() {
+                    n.handle_timeout(now, &mut st.out);
+                }
+                st.last = now;
+            }
+            NodeMsg::Link { port, change } => {
+                st.last = now;
+                if let Some(p) = st.ports.get_mut(port.index()) {
+                    match change {
+                        LinkChange::Down | LinkChange::Up => {
+                            p.up = change == LinkChange::Up;
+                            if let Some(n) = st.node.as_mut() {
+                                n.set_port_up(now, port, p.up, &mut st.out);
+                            }
+                        }
+                        LinkChange::Rate(r) => {
+                            if let Some(n) = st.node.as_mut() {
+                                n.set_port_rate(now, port, r);
+                            }
+                        }
+                        LinkChange::Delay(d) => p.delay = d,
+                    }
+                }
+            }
+            NodeMsg::Capture { port, capture } => {
+                if let Some(p) = st.ports.get_mut(port.index()) {
+                    p.capture = Some(capture);
+                }
+            }
+            NodeMsg::Report(reply) => {
+                st.report.lag = st.lag.summary();
+                st.report.name = st.name.clone();
+                st.report.idle = st.node.as_ref().is_none_or(|n| n.poll_timeout().is_none());
+                if let Some(Node::Switch(sw)) = st.node.as_deref() {
+                    let c = sw.counters();
+                    st.report.switch_drops = c.drops();
+                }
+                let _ = reply.send(st.report.clone());
+                return Ok(());
+            }
+            NodeMsg::Metrics { fabric, index, reply } => {
+                let mut set = FamilySet::new();
+                if let Some(n) = st.node.as_deref() {
+                    st.metrics.collect(&fabric, index, n, now, &mut set);
+                }
+                collect::actor_lag(&mut set, &st.name, &st.lag);
+                set.counter("weft_actor_link_down_drops_total", &[("actor", &st.name)], st.report.link_down_drops);
+                set.counter("weft_actor_send_errors_total", &[("actor", &st.name)], st.report.send_errors);
+                let _ = reply.send(set);
+                return Ok(());
+            }
+            NodeMsg::Finish(reply) => {
+                let _ = reply.send(st.node.take());
+                me.stop(None);
+                return Ok(());
+            }
+        }
+        st.flush(&me);
+        Ok(())
+    }
+}

@@ -1,0 +1,361 @@
+//! Real time for the real-time driver: the fabric clock and the one
+//! deadline scheduler of a process.
+//!
+//! [`FabricClock`] reads `CLOCK_MONOTONIC`, which every process of one
+//! machine shares, relative to a fabric epoch chosen by the orchestrator; so
+//! a deadline written by one emu-node process (a frame's delivery time in
+//! the link header) means the same instant in another. It is the only
+//! place that reads the monotonic clock for fabric time (captures stamp calendar
+//! time, the metrics endpoint times its scrape); sans-IO state machines get `now`
+//! from their driver.
+//!
+//! [`DeadlineScheduler`] runs closures at deadlines with µs precision
+//! without burning a core: tokio's timer wheel has a 1 ms granularity, and
+//! a thread spinning per port would starve the very traffic it paces on a
+//! 2-core machine. It is one tokio task per process, on the same
+//! single-threaded runtime as the process's actors and I/O, so a due frame
+//! reaches its actor without any cross-thread wake-up. Until `spin` before
+//! the earliest deadline the task sleeps on a `timerfd` armed with the
+//! absolute deadline (ns resolution, woken through the runtime's epoll);
+//! for the last `spin` it yields in a loop, which lets the actors and I/O
+//! run while it waits. Deadlines already due run at once, in deadline
+//! order, ties in submission order. Invariants: a closure never runs before
+//! its deadline, nor before the fabric epoch; submitting never blocks.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::Notify;
+use weft_wire::time::Nanos;
+
+/// Nanoseconds of `CLOCK_MONOTONIC` (shared by all processes of a machine).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The fabric's time: monotonic nanoseconds since the fabric epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FabricClock {
+    epoch: u64,
+}
+
+impl FabricClock {
+    /// A clock whose zero is `epoch` (a [`monotonic_ns`] value).
+    pub fn with_epoch(epoch: u64) -> Self {
+        FabricClock { epoch }
+    }
+    /// A clock whose zero is now.
+    pub fn starting_now() -> Self {
+        FabricClock { epoch: monotonic_ns() }
+    }
+    /// The epoch (to hand to other processes).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    /// Fabric time now (0 before the epoch).
+    pub fn now(&self) -> Nanos {
+        monotonic_ns().saturating_sub(self.epoch)
+    }
+    /// Whether fabric time has started.
+    pub fn started(&self) -> bool {
+        monotonic_ns() >= self.epoch
+    }
+}
+
+/// Work that runs at a deadline, on the runtime thread (keep it short:
+/// cast a message, write a frame).
+pub type Deferred = Box<dyn FnOnce(Nanos) + Send>;
+
+struct Entry {
+    at: Nanos,
+    seq: u64,
+    work: Deferred,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// Counters of the scheduler.
+#[derive(Debug, Default)]
+struct Stats {
+    fired: AtomicU64,
+    spin_ns: AtomicU64,
+    sleeps: AtomicU64,
+}
+
+struct Queue {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// Deadline the driver sleeps toward (`u64::MAX`: none / idle).
+    sleeping_until: u64,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Notify,
+    stats: Stats,
+}
+
+/// A handle to submit deadlines to the process's scheduler.
+#[derive(Clone)]
+pub struct DeadlineScheduler {
+    shared: Arc<Shared>,
+    clock: FabricClock,
+}
+
+impl std::fmt::Debug for DeadlineScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeadlineScheduler").field("clock", &self.clock).finish()
+    }
+}
+
+/// Owns the scheduler task; dropping it stops the task.
+pub struct SchedulerTask {
+    task: tokio::task::JoinHandle<()>,
+    scheduler: DeadlineScheduler,
+}
+
+impl SchedulerTask {
+    /// Starts the scheduler on the current tokio runtime. `spin` is how long
+    /// before a deadline it stops sleeping and yields in a loop (0: never;
+    /// precision is then the kernel's wake-up latency).
+    pub fn start(clock: FabricClock, spin: Duration) -> std::io::Result<Self> {
+        let timer = TimerFd::new()?;
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue { heap: BinaryHeap::new(), seq: 0, sleeping_until: u64::MAX }),
+            wake: Notify::new(),
+            stats: Stats::default(),
+        });
+        let scheduler = DeadlineScheduler { shared: shared.clone(), clock };
+        let task = tokio::spawn(drive(clock, shared, timer, spin.as_nanos() as u64));
+        Ok(SchedulerTask { task, scheduler })
+    }
+    /// A handle for submitting deadlines.
+    pub fn scheduler(&self) -> DeadlineScheduler {
+        self.scheduler.clone()
+    }
+}
+
+impl Drop for SchedulerTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl DeadlineScheduler {
+    /// The clock deadlines are expressed in.
+    pub fn clock(&self) -> FabricClock {
+        self.clock
+    }
+    /// Fabric time now.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+    /// Deadlines run, ns spent spinning, sleeps.
+    pub fn stats(&self) -> (u64, u64, u64) {
+        let s = &self.shared.stats;
+        (s.fired.load(Ordering::Relaxed), s.spin_ns.load(Ordering::Relaxed), s.sleeps.load(Ordering::Relaxed))
+    }
+    /// Deadlines waiting to run.
+    pub fn pending(&self) -> usize {
+        self.shared.queue.lock().map_or(0, |q| q.heap.len())
+    }
+    /// Runs `work(now)` at `at` (fabric time), or as soon as possible if
+    /// `at` has passed.
+    pub fn at(&self, at: Nanos, work: Deferred) {
+        let wake = {
+            let Ok(mut q) = self.shared.queue.lock() else { return };
+            q.seq += 1;
+            let seq = q.seq;
+            q.heap.push(Reverse(Entry { at, seq, work }));
+            if at < q.sleeping_until {
+                q.sleeping_until = 0;
+                true
+            } else {
+                false
+            }
+        };
+        if wake {
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+/// A non-blocking `timerfd` on `CLOCK_MONOTONIC`.
+struct TimerFd(AsyncFd<OwnedFd>);
+
+impl TimerFd {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: timerfd_create has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a freshly created descriptor we own.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: the OwnedFd moves into the AsyncFd, which deregisters it before closing it.
+        let afd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }.map_err(|e| e.into_parts().1)?;
+        Ok(TimerFd(afd))
+    }
+    /// Arms the timer for absolute monotonic time `at_mono` (ns).
+    fn arm(&self, at_mono: u64) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: (at_mono / 1_000_000_000) as i64, tv_nsec: (at_mono % 1_000_000_000) as i64 },
+        };
+        // SAFETY: valid fd and itimerspec; a null old-value pointer is allowed.
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    }
+    async fn wait(&self) {
+        if let Ok(mut g) = self.0.readable().await {
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes into a valid buffer from our fd.
+            let n = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            if n < 0 {
+                g.clear_ready();
+            }
+        }
+    }
+}
+
+async fn drive(clock: FabricClock, shared: Arc<Shared>, timer: TimerFd, spin_ns: u64) {
+    // Nothing runs before fabric time 0: processes that share an epoch in
+    // the future start together.
+    if !clock.started() {
+        timer.arm(clock.epoch());
+        timer.wait().await;
+    }
+    let mut spinning_since: Option<u64> = None;
+    loop {
+        let now = clock.now();
+        // Run everything due.
+        let mut ran = false;
+        loop {
+            let e = {
+                let Ok(mut q) = shared.queue.lock() else { return };
+                match q.heap.peek() {
+                    Some(Reverse(e)) if e.at <= now => q.heap.pop().map(|Reverse(e)| e),
+                    _ => None,
+                }
+            };
+            let Some(e) = e else { break };
+            (e.work)(now);
+            shared.stats.fired.fetch_add(1, Ordering::Relaxed);
+            ran = true;
+        }
+        if ran {
+            if let Some(s) = spinning_since.take() {
+                shared.stats.spin_ns.fetch_add(now.saturating_sub(s), Ordering::Relaxed);
+            }
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let next = {
+            let Ok(mut q) = shared.queue.lock() else { return };
+            let next = q.heap.peek().map(|Reverse(e)| e.at);
+            match next {
+                Some(at) if at - now <= spin_ns => {}
+                Some(at) => q.sleeping_until = at,
+                None => q.sleeping_until = u64::MAX,
+            }
+            next
+        };
+        match next {
+            Some(at) if at - now <= spin_ns => {
+                spinning_since.get_or_insert(now);
+                tokio::task::yield_now().await;
+            }
+            _ => {
+                if let Some(s) = spinning_since.take() {
+                    shared.stats.spin_ns.fetch_add(now.saturating_sub(s), Ordering::Relaxed);
+                }
+                shared.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+                match next {
+                    Some(at) => {
+                        timer.arm(clock.epoch() + at - spin_ns);
+                        tokio::select! {
+                            _ = timer.wait() => {}
+                            _ = shared.wake.notified() => {}
+                        }
+                    }
+                    None => shared.wake.notified().await,
+                }
+                if let Ok(mut q) = shared.queue.lock() {
+                    q.sleeping_until = 0;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    #[test]
+    fn runs_in_deadline_order_never_early() {
+        rt().block_on(async {
+            let t = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(20)).unwrap();
+            let s = t.scheduler();
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let base = s.now() + 2_000_000;
+            for (i, off) in [300_000u64, 100_000, 200_000, 100_000].into_iter().enumerate() {
+                let log = log.clone();
+                let at = base + off;
+                s.at(at, Box::new(move |now| log.lock().unwrap().push((i, at, now))));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let log = log.lock().unwrap();
+            let order: Vec<usize> = log.iter().map(|e| e.0).collect();
+            assert_eq!(order, vec![1, 3, 2, 0]);
+            for &(_, at, now) in log.iter() {
+                assert!(now >= at, "ran {} ns early", at - now);
+            }
+        });
+    }
+
+    #[test]
+    fn past_deadlines_run_at_once_and_idle_sleeps() {
+        rt().block_on(async {
+            let t = SchedulerTask::start(FabricClock::starting_now(), Duration::ZERO).unwrap();
+            let s = t.scheduler();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.at(0, Box::new(move |now| tx.send(now).unwrap()));
+            assert!(tokio::time::timeout(Duration::from_secs(1), rx).await.is_ok());
+            // A deadline 5 ms ahead is met by sleeping, not spinning.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let at = s.now() + 5_000_000;
+            s.at(at, Box::new(move |now| tx.send(now).unwrap()));
+            let fired = tokio::time::timeout(Duration::from_secs(1), rx).await.unwrap().unwrap();
+            assert!(fired >= at);
+            assert_eq!(s.stats().1, 0, "spin window 0 never spins");
+            assert!(s.stats().2 >= 1);
+        });
+    }
+}

@@ -1,0 +1,157 @@
+//! The control protocol between the orchestrator (`weft`) and emu-node
+//! processes (DESIGN §7): messages, and the one codec module.
+//!
+//! Transport: one bidirectional QUIC stream per emu-node, TLS 1.3 with the
+//! fabric certificate pinned by the emu-node ([`crate::tls`]); the first
+//! message must be a [`ToOrchestrator::Hello`] with the per-fabric token,
+//! or the orchestrator answers [`ToNode::Refused`] and closes. Messages are
+//! serde + bincode 2 (standard configuration), each prefixed with its
+//! length (u32, big-endian, at most [`MAX_MESSAGE`]). Only [`encode`] and
+//! [`decode`] know the codec, so it can be swapped (e.g. for postcard)
+//! without touching callers.
+
+use crate::link::LinkChange;
+use crate::runtime::{LinkAddrs, ProcessPlan, ProcessReport};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use weft_wire::ids::LinkId;
+
+/// Largest accepted message.
+pub const MAX_MESSAGE: usize = 64 << 20;
+/// Protocol version (Hello carries it).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Control-channel errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Encoding failed.
+    #[error("encode: {0}")]
+    Encode(#[from] bincode::error::EncodeError),
+    /// Decoding failed.
+    #[error("malformed control message: {0}")]
+    Decode(#[from] bincode::error::DecodeError),
+    /// Oversized message.
+    #[error("control message of {0} bytes exceeds the limit")]
+    TooLarge(usize),
+    /// Stream read failed.
+    #[error("control stream: {0}")]
+    Read(#[from] quinn::ReadExactError),
+    /// Stream write failed.
+    #[error("control stream: {0}")]
+    Write(#[from] quinn::WriteError),
+}
+
+/// Messages from an emu-node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToOrchestrator {
+    /// First message: who I am, and the fabric token.
+    Hello {
+        /// Per-fabric token.
+        token: String,
+        /// Process index the orchestrator gave on the command line.
+        process: u32,
+        /// OS process id.
+        pid: u32,
+        /// [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// Actors, TAP hosts and link sockets are ready.
+    Bound(LinkAddrs),
+    /// Links connected; the process runs.
+    Running,
+    /// A health report.
+    Report(Box<ProcessReport>),
+    /// A capture started (true) or no end of the link is here (false).
+    CaptureStarted(bool),
+    /// Something failed; the process stops.
+    Failed(String),
+    /// Answer to [`ToNode::Finish`]: the results of the switches run here,
+    /// as the JSON of `summary.json`'s `switches` (that schema flattens
+    /// queue counters, which bincode cannot encode).
+    Finished(String),
+}
+
+/// Messages to an emu-node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToNode {
+    /// Bad token or version.
+    Refused(String),
+    /// What to run.
+    Plan(Box<ProcessPlan>),
+    /// Link addresses of every process.
+    Peers(Vec<LinkAddrs>),
+    /// Change a link.
+    SetLink {
+        /// Link.
+        link: LinkId,
+        /// Change.
+        change: LinkChange,
+    },
+    /// Capture a link into a pcap file.
+    Capture {
+        /// Link.
+        link: LinkId,
+        /// Output path.
+        path: String,
+        /// Frames to capture.
+        count: u64,
+    },
+    /// Send a report now.
+    ReportNow,
+    /// Stop: clean up and exit.
+    Stop,
+    /// Stop, send the switches' results, exit.
+    Finish,
+}
+
+/// Encodes `msg` as one length-prefixed frame.
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ControlError> {
+    let body = bincode::serde::encode_to_vec(msg, bincode::config::standard())?;
+    if body.len() > MAX_MESSAGE {
+        return Err(ControlError::TooLarge(body.len()));
+    }
+    let mut v = Vec::with_capacity(4 + body.len());
+    v.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    v.extend_from_slice(&body);
+    Ok(v)
+}
+
+/// Decodes one message body (without the length prefix).
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ControlError> {
+    let (v, _) = bincode::serde::decode_from_slice(body, bincode::config::standard())?;
+    Ok(v)
+}
+
+/// Writes one message to a QUIC stream.
+pub async fn send<T: Serialize>(s: &mut quinn::SendStream, msg: &T) -> Result<(), ControlError> {
+    s.write_all(&encode(msg)?).await?;
+    Ok(())
+}
+
+/// Reads one message from a QUIC stream.
+pub async fn recv<T: DeserializeOwned>(r: &mut quinn::RecvStream) -> Result<T, ControlError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await?;
+    let n = u32::from_be_bytes(len) as usize;
+    if n > MAX_MESSAGE {
+        return Err(ControlError::TooLarge(n));
+    }
+    let mut body = vec![0u8; n];
+    r.read_exact(&mut body).await?;
+    decode(&body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let m = ToNode::SetLink { link: LinkId(3), change: LinkChange::Rate(weft_wire::time::BitRate::mbps(100)) };
+        let bytes = encode(&m).unwrap();
+        let back: ToNode = decode(&bytes[4..]).unwrap();
+        assert!(
+            matches!(back, ToNode::SetLink { link: LinkId(3), change: LinkChange::Rate(r) } if r == weft_wire::time::BitRate::mbps(100))
+        );
+        assert!(decode::<ToNode>(&[0xff, 0xff, 0xff]).is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! The metrics of a live process (DESIGN §9): what the node actors fold on
+//! request (with `weft-metrics`), plus the process's transport and TAP
+//! counters, served over HTTP.
+//!
+//! - [`source`]: gathering a live process's families from its actors;
+//! - [`server`]: the `/metrics` HTTP endpoint (axum).
+
+pub mod server;
+pub mod source;

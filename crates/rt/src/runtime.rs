@@ -1,0 +1,578 @@
+//! One process's share of a real-time fabric: its node actors, its TAP
+//! hosts, its link transports and its deadline scheduler (DESIGN §3, §7).
+//!
+//! Used by the `emu-node` binary (one per process, driven by the
+//! orchestrator over the control channel) and directly by `weft run
+//! --clock real` (all nodes in one process). Start-up has two phases so
+//! processes can exchange addresses: [`ProcessRuntime::bind`] spawns the
+//! actors, creates the TAP hosts and binds the sockets; then
+//! [`ProcessRuntime::connect`] opens the links to the other processes and
+//! binds every port.
+//!
+//! Invariants: every node of the fabric whose `placement` is this process
+//! runs here, hosts always with their ToR (the orchestrator places them so);
+//! a link change reaches both ends that live here; [`ProcessRuntime::shutdown`]
+//! deletes every namespace this process created.
+
+use crate::actor::{ActorReport, Capture, Egress, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
+use crate::clock::{DeadlineScheduler, FabricClock, SchedulerTask};
+use crate::inbox::Inbox;
+use crate::link::quic;
+use crate::link::remote::{run_quic_receiver, run_udp_receiver, InboundTable, RemoteSender, TransportReport};
+use crate::link::{InterProcess, LinkChange};
+use crate::tap::{create_tap_host, delete_netns, run_tap_reader, TapCounters, TapError, TapHost, TapNic};
+use crate::tls::FabricIdentity;
+use ractor::{Actor, ActorRef};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weft_core::fabric::{FabricSpec, HostKind, LinkAction};
+use weft_core::node::Node;
+use weft_wire::ids::{LinkId, NodeId, PortId};
+use weft_wire::time::Nanos;
+
+/// What a process runs (sent by the orchestrator).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessPlan {
+    /// This process's index.
+    pub process: u32,
+    /// The fabric (placement decides what runs here).
+    pub fabric: FabricSpec,
+    /// Fabric epoch ([`crate::clock::monotonic_ns`] value of fabric time 0).
+    pub epoch: u64,
+    /// Tag in every link header of this fabric.
+    pub fabric_tag: u32,
+    /// Transport between processes.
+    pub inter: InterProcess,
+    /// Spin window of the deadline scheduler, µs.
+    pub spin_us: u32,
+    /// How long a TAP host's NIC queue may be, ns.
+    pub tap_queue_ns: Nanos,
+    /// Prefix of namespace names ("" = the host name itself).
+    pub netns_prefix: String,
+    /// The fabric identity (QUIC links).
+    pub identity: FabricIdentity,
+    /// Run seed (node RNG seeds derive from it).
+    pub seed: u64,
+    /// Send a health report this often, ms (0: only when asked).
+    pub report_every_ms: u32,
+    /// Serve Prometheus `/metrics` here (port 0: any free port).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Addresses a process listens on for links.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LinkAddrs {
+    /// Process index.
+    pub process: u32,
+    /// UDP link socket.
+    pub udp: SocketAddr,
+    /// QUIC link endpoint.
+    pub quic: SocketAddr,
+    /// The `/metrics` endpoint, if the plan asked for one.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Errors of the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// I/O.
+    #[error("{what}: {source}")]
+    Io {
+        /// What failed.
+        what: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// TAP host set-up.
+    #[error(transparent)]
+    Tap(#[from] TapError),
+    /// TLS.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// Actor spawn.
+    #[error("cannot start actor for `{0}`: {1}")]
+    Spawn(String, String),
+    /// A QUIC connection failed.
+    #[error("QUIC link connection to process {0} failed: {1}")]
+    Connect(u32, String),
+    /// A misplaced node.
+    #[error("{0}")]
+    Placement(String),
+    /// The metrics endpoint.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::server::MetricsServerError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
+    let what = what.into();
+    move |source| RuntimeError::Io { what, source }
+}
+
+/// Socket buffers of link sockets: a burst of frames must wait in the
+/// kernel while the process's one thread is busy, not be lost.
+pub const LINK_SOCKET_BUFFER: usize = 16 << 20;
+
+/// A non-blocking UDP socket on `ip` with [`LINK_SOCKET_BUFFER`]-sized
+/// buffers (forced past `rmem_max` when running as root).
+fn big_buffer_socket(ip: std::net::IpAddr) -> Result<std::net::UdpSocket, RuntimeError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let addr = SocketAddr::new(ip, 0);
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(io("link socket"))?;
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+        let v = LINK_SOCKET_BUFFER as libc::c_int;
+        // SAFETY: setsockopt with a valid fd and a c_int value of the right size.
+        let ok = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                force,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        } == 0;
+        if !ok {
+            let _ = if plain == libc::SO_RCVBUF {
+                s.set_recv_buffer_size(LINK_SOCKET_BUFFER)
+            } else {
+                s.set_send_buffer_size(LINK_SOCKET_BUFFER)
+            };
+        }
+    }
+    s.set_nonblocking(true).map_err(io("link socket"))?;
+    s.bind(&addr.into()).map_err(io("link socket"))?;
+    Ok(s.into())
+}
+
+struct TapEnd {
+    host: TapHost,
+    nic: Arc<Mutex<TapNic>>,
+    counters: Arc<TapCounters>,
+    node: NodeId,
+}
+
+/// Health of a process (`weft status`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProcessReport {
+    /// Process index.
+    pub process: u32,
+    /// One report per actor.
+    pub actors: Vec<ActorReport>,
+    /// Transport counters per incoming link direction.
+    pub transport: Vec<TransportReport>,
+    /// Datagrams dropped as malformed / foreign / unknown link.
+    pub transport_rejected: u64,
+    /// Frames that arrived from another process after their due time.
+    pub transport_late: u64,
+    /// TAP hosts: (name, frames read, queue drops, link-down drops).
+    pub taps: Vec<(String, u64, u64, u64)>,
+    /// Scheduler: deadlines run, ns spent spinning, sleeps.
+    pub scheduler: (u64, u64, u64),
+}
+
+/// The ends of one link that live in this process.
+#[derive(Default)]
+struct LinkEnds {
+    actors: Vec<(ActorRef<NodeMsg>, PortId)>,
+    nics: Vec<Arc<Mutex<TapNic>>>,
+}
+
+impl LinkEnds {
+    fn apply(&self, now: Nanos, change: LinkChange) {
+        for (a, port) in &self.actors {
+            let _ = a.cast(NodeMsg::Link { port: *port, change });
+        }
+        for n in &self.nics {
+            if let Ok(mut nic) = n.lock() {
+                nic.apply(now, change);
+            }
+        }
+    }
+}
+
+/// One process's running share of a fabric.
+pub struct ProcessRuntime {
+    plan: ProcessPlan,
+    _scheduler: SchedulerTask,
+    sched: DeadlineScheduler,
+    actors: BTreeMap<NodeId, NodeHandle>,
+    taps: Vec<TapEnd>,
+    udp: Arc<tokio::net::UdpSocket>,
+    quic: quinn::Endpoint,
+    inbound: Arc<InboundTable>,
+    incoming: Option<tokio::sync::oneshot::Receiver<Vec<quinn::Connection>>>,
+    tap_writer: crate::tap::TapWriter,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The `/metrics` socket, bound in [`ProcessRuntime::bind`] (so that a
+    /// taken address fails early), served once the links are connected.
+    metrics_listener: Option<tokio::net::TcpListener>,
+    metrics_server: Option<crate::metrics::server::MetricsServer>,
+}
+
+impl ProcessRuntime {
+    /// Phase 1: spawns the actors for `nodes` (the state machines of the
+    /// nodes placed here; `None` elsewhere and for TAP hosts), creates the
+    /// TAP hosts placed here, binds link sockets on `bind_ip`.
+    pub async fn bind(
+        plan: ProcessPlan,
+        mut nodes: Vec<Option<Node>>,
+        bind_ip: std::net::IpAddr,
+    ) -> Result<(Self, LinkAddrs), RuntimeError> {
+        let clock = FabricClock::with_epoch(plan.epoch);
+        let thread = SchedulerTask::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline timer"))?;
+        let sched = thread.scheduler();
+        // Sockets and the writer thread first: failing here leaves nothing
+        // to clean up.
+        let metrics_listener = match plan.metrics {
+            Some(a) => Some(crate::metrics::server::bind(a).await?),
+            None => None,
+        };
+        let udp = Arc::new(tokio::net::UdpSocket::from_std(big_buffer_socket(bind_ip)?).map_err(io("UDP link socket"))?);
+        let server = plan.identity.quic_server(quic::link_transport())?;
+        let quic = quinn::Endpoint::new(quic::endpoint_config(), Some(server), big_buffer_socket(bind_ip)?, Arc::new(quinn::TokioRuntime))
+            .map_err(io("QUIC endpoint"))?;
+        let tap_writer = crate::tap::TapWriter::spawn().map_err(io("TAP writer thread"))?;
+        let f = &plan.fabric;
+        let mut actors = BTreeMap::new();
+        let mut taps = Vec::new();
+        let mut rt_err = None;
+        for (i, spec) in f.nodes.iter().enumerate() {
+            if spec.placement != plan.process {
+                continue;
+            }
+            let id = NodeId(i as u32);
+            let tap_kind = spec.as_host().map(|h| h.kind).filter(|k| *k != HostKind::Synthetic);
+            if let Some(kind) = tap_kind {
+                let (Some(h), Some(port)) = (spec.as_host(), spec.ports.first()) else { continue };
+                if f.nodes.get(port.peer.index()).is_none_or(|p| p.placement != plan.process) {
+                    rt_err = Some(RuntimeError::Placement(format!("host `{}` must be placed with its ToR", spec.name)));
+                    break;
+                }
+                let netns = format!("{}{}", plan.netns_prefix, spec.name);
+                let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
+                // `ip` commands block for tens of ms each: run them off the
+                // runtime thread so QUIC keep-alives continue meanwhile.
+                let (h2, mtu, rxe) = (h.clone(), port.mtu, kind == HostKind::Rxe);
+                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rxe)).await;
+                let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e.to_string()))));
+                match made {
+                    Ok(host) => {
+                        let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
+                        let nic = TapNic::new(port.rate, delay, plan.tap_queue_ns);
+                        taps.push(TapEnd { host, nic: Arc::new(Mutex::new(nic)), counters: Default::default(), node: id });
+                    }
+                    Err(e) => {
+                        rt_err = Some(e.into());
+                        break;
+                    }
+                }
+                continue;
+            }
+            let Some(node) = nodes.get_mut(i).and_then(Option::take) else { continue };
+            let inbox = Arc::new(Inbox::default());
+            match Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(node), scheduler: sched.clone(), inbox: inbox.clone() })
+                .await
+            {
+                Ok((a, _)) => {
+                    actors.insert(id, NodeHandle::new(a, inbox));
+                }
+                Err(e) => {
+                    rt_err = Some(RuntimeError::Spawn(spec.name.clone(), e.to_string()));
+                    break;
+                }
+            }
+        }
+        let inbound = Arc::new(InboundTable::new(plan.fabric_tag));
+        let mut rt = ProcessRuntime {
+            plan,
+            _scheduler: thread,
+            sched,
+            actors,
+            taps,
+            udp,
+            quic,
+            inbound,
+            incoming: None,
+            tap_writer,
+            tasks: Vec::new(),
+            metrics_listener,
+            metrics_server: None,
+        };
+        if let Some(e) = rt_err {
+            rt.shutdown().await;
+            return Err(e);
+        }
+        let metrics = match &rt.metrics_listener {
+            Some(l) => Some(l.local_addr().map_err(io("metrics socket"))?),
+            None => None,
+        };
+        let addrs = LinkAddrs {
+            metrics,
+            process: rt.plan.process,
+            udp: rt.udp.local_addr().map_err(io("UDP link socket"))?,
+            quic: rt.quic.local_addr().map_err(io("QUIC link socket"))?,
+        };
+        Ok((rt, addrs))
+    }
+
+    /// Phase 2: connects to the other processes, binds every port, starts
+    /// the receivers, the TAP readers and the topology's link schedule.
+    pub async fn connect(&mut self, peers: &[LinkAddrs]) -> Result<(), RuntimeError> {
+        let me = self.plan.process;
+        let f = self.plan.fabric.clone();
+        let here = |n: NodeId| f.nodes.get(n.index()).is_some_and(|s| s.placement == me);
+        // Outgoing connections: one per peer process we have links to.
+        let mut senders_to: BTreeMap<u32, Option<quinn::Connection>> = BTreeMap::new();
+        for l in &f.links {
+            for (x, y) in [(l.a.0, l.b.0), (l.b.0, l.a.0)] {
+                if here(x) && !here(y) {
+                    senders_to.insert(f.nodes[y.index()].placement, None);
+                }
+            }
+        }
+        // completes a handshake only once the server accepts it).
+        let mut acceptor = None;
+        if self.plan.inter == InterProcess::Quic {
+            let incoming_expected = senders_to.len(); // links are symmetric: whoever we send to sends to us
+            let ep = self.quic.clone();
+            let (tx_conns, rx_conns) = tokio::sync::oneshot::channel();
+            acceptor = Some(tokio::spawn(async move {
+                let mut conns = Vec::new();
+                for _ in 0..incoming_expected {
+                    let Some(inc) = ep.accept().await else { break };
+                    conns.push(inc.await.map_err(|e| RuntimeError::Connect(u32::MAX, e.to_string()))?);
+                }
+                let _ = tx_conns.send(conns);
+                Ok::<(), RuntimeError>(())
+            }));
+            self.incoming = Some(rx_conns);
+        }
+        if self.plan.inter == InterProcess::Quic {
+            let client = crate::tls::quic_client(&self.plan.identity.pin(), quic::link_transport())?;
+            for (p, conn) in senders_to.iter_mut() {
+                let Some(addr) = peers.iter().find(|a| a.process == *p) else {
+                    return Err(RuntimeError::Connect(*p, "no address for it".into()));
+                };
+                let c = self
+                    .quic
+                    .connect_with(client.clone(), addr.quic, crate::tls::SERVER_NAME)
+                    .map_err(|e| RuntimeError::Connect(*p, e.to_string()))?
+                    .await
+                    .map_err(|e| RuntimeError::Connect(*p, e.to_string()))?;
+                *conn = Some(c);
+            }
+        }
+        // Inbound table, then port bindings.
+        let mut table = InboundTable::new(self.plan.fabric_tag);
+        for (&id, actor) in &self.actors {
+            let spec = &f.nodes[id.index()];
+            let mut ports = Vec::with_capacity(spec.ports.len());
+            for (pi, p) in spec.ports.iter().enumerate() {
+                let Some(l) = f.links.get(p.link.index()) else {
+                    ports.push(PortBinding::unconnected(p.link));
+                    continue;
+                };
+                let dir = if l.a == (id, PortId(pi as u16)) { 0 } else { 1 };
+                let egress = if let Some(peer) = self.actors.get(&p.peer) {
+                    Egress::Local { peer: peer.frames.clone(), port: p.peer_port }
+                } else if let Some(t) = self.taps.iter().find(|t| t.node == p.peer) {
+                    Egress::Tap(t.host.tun.clone(), self.tap_writer.clone())
+                } else if here(p.peer) {
+                    Egress::Unconnected
+                } else {
+                    table.insert(p.link.0, 1 - dir, actor.frames.clone(), PortId(pi as u16));
+                    let proc_ = f.nodes[p.peer.index()].placement;
+                    match (self.plan.inter, senders_to.get(&proc_)) {
+                        (InterProcess::Quic, Some(Some(c))) => Egress::Remote(RemoteSender::quic(self.plan.fabric_tag, c.clone())),
+                        _ => {
+                            let Some(addr) = peers.iter().find(|a| a.process == proc_) else {
+                                return Err(RuntimeError::Connect(proc_, "no address for it".into()));
+                            };
+                            Egress::Remote(RemoteSender::udp(self.plan.fabric_tag, self.udp.clone(), addr.udp))
+                        }
+                    }
+                };
+                ports.push(PortBinding { egress, link: p.link, dir, delay: l.delay, up: true, capture: None });
+            }
+            let _ = actor.actor.cast(NodeMsg::Bind(ports));
+        }
+        self.inbound = Arc::new(table);
+        if let Some(l) = self.metrics_listener.take() {
+            self.metrics_server = Some(crate::metrics::server::serve(l, self.metrics_source())?);
+        }
+        // Receivers.
+        self.tasks.push(tokio::spawn(run_udp_receiver(self.udp.clone(), self.inbound.clone(), self.sched.clone())));
+        if let Some(acc) = acceptor {
+            acc.await.map_err(|e| RuntimeError::Connect(u32::MAX, e.to_string()))??;
+            if let Some(rx) = self.incoming.take() {
+                for conn in rx.await.unwrap_or_default() {
+                    self.tasks.push(tokio::spawn(run_quic_receiver(conn, self.inbound.clone(), self.sched.clone())));
+                }
+            }
+        }
+        // TAP readers.
+        for t in &self.taps {
+            let port = &f.nodes[t.node.index()].ports[0];
+            let Some(tor) = self.actors.get(&port.peer) else {
+                return Err(RuntimeError::Placement(format!("ToR of `{}` is not in this process", t.host.netns)));
+            };
+            self.tasks.push(tokio::spawn(run_tap_reader(
+                t.host.tun.clone(),
+                t.nic.clone(),
+                t.counters.clone(),
+                tor.frames.clone(),
+                port.peer_port,
+                self.sched.clone(),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The topology's link schedule, relative to fabric time `start`.
+    pub fn schedule_link_events(&self, start: Nanos) {
+        for ev in &self.plan.fabric.schedule {
+            let change = match ev.action {
+                LinkAction::Down => LinkChange::Down,
+                LinkAction::Up => LinkChange::Up,
+                LinkAction::Degrade(r) => LinkChange::Rate(r),
+            };
+            let ends = self.link_ends(ev.link);
+            let sched = self.sched.clone();
+            self.sched.at(start + ev.at, Box::new(move |_| ends.apply(sched.now(), change)));
+        }
+    }
+
+    fn link_ends(&self, link: LinkId) -> LinkEnds {
+        let mut ends = LinkEnds::default();
+        if let Some(l) = self.plan.fabric.links.get(link.index()) {
+            for (node, port) in [l.a, l.b] {
+                if let Some(a) = self.actors.get(&node) {
+                    ends.actors.push((a.actor.clone(), port));
+                } else if let Some(t) = self.taps.iter().find(|t| t.node == node) {
+                    ends.nics.push(t.nic.clone());
+                }
+            }
+        }
+        ends
+    }
+
+    /// The plan this process runs.
+    pub fn plan(&self) -> &ProcessPlan {
+        &self.plan
+    }
+
+    /// The fabric this process runs a share of.
+    pub fn fabric(&self) -> &FabricSpec {
+        &self.plan.fabric
+    }
+
+    /// The deadline scheduler (fabric clock).
+    pub fn scheduler(&self) -> &DeadlineScheduler {
+        &self.sched
+    }
+
+    /// Applies a link change to the ends of `link` that live here.
+    pub fn apply(&self, link: LinkId, change: LinkChange) {
+        self.link_ends(link).apply(self.sched.now(), change);
+    }
+
+    /// Starts a capture of `link` (both directions) at a switch end that
+    /// lives here; returns false if neither end is an actor of this process.
+    pub fn capture(&self, link: LinkId, path: &std::path::Path, count: u64) -> Result<bool, RuntimeError> {
+        let f = &self.plan.fabric;
+        let Some(l) = f.links.get(link.index()) else { return Ok(false) };
+        let end = [l.a, l.b].into_iter().find(|(n, _)| f.nodes[n.index()].as_switch().is_some() && self.actors.contains_key(n));
+        let Some((node, port)) = end.or_else(|| [l.a, l.b].into_iter().find(|(n, _)| self.actors.contains_key(n))) else {
+            return Ok(false);
+        };
+        let cap = Capture::create(path, count).map_err(io(format!("capture file {}", path.display())))?;
+        if let Some(a) = self.actors.get(&node) {
+            let _ = a.actor.cast(NodeMsg::Capture { port, capture: Arc::new(Mutex::new(cap)) });
+        }
+        Ok(true)
+    }
+
+    /// Reports of every actor, the transports and the TAP hosts.
+    pub async fn report(&self) -> ProcessReport {
+        let mut actors = Vec::new();
+        for a in self.actors.values() {
+            if let Ok(r) = a.actor.call(NodeMsg::Report, Some(Duration::from_secs(1))).await {
+                if let Ok(r) = r.success_or(()) {
+                    actors.push(r);
+                }
+            }
+        }
+        let inb = &self.inbound;
+        ProcessReport {
+            process: self.plan.process,
+            actors,
+            transport: inb.report(),
+            transport_rejected: inb.malformed.load(Ordering::Relaxed)
+                + inb.foreign.load(Ordering::Relaxed)
+                + inb.unknown_link.load(Ordering::Relaxed),
+            transport_late: inb.late.load(Ordering::Relaxed),
+            taps: self
+                .taps
+                .iter()
+                .map(|t| {
+                    let c = &t.counters;
+                    (
+                        t.host.netns.clone(),
+                        c.rx_frames.load(Ordering::Relaxed),
+                        c.queue_drops.load(Ordering::Relaxed),
+                        c.link_down_drops.load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            scheduler: self.sched.stats(),
+        }
+    }
+
+    /// Handles for gathering this process's metrics (`/metrics`).
+    pub fn metrics_source(&self) -> crate::metrics::source::MetricsSource {
+        crate::metrics::source::MetricsSource {
+            actors: self.actors.iter().map(|(id, h)| (id.index(), h.actor.clone())).collect(),
+            inbound: self.inbound.clone(),
+            fabric: Arc::new(self.plan.fabric.clone()),
+            process: self.plan.process,
+            taps: self
+                .taps
+                .iter()
+                .map(|t| (self.plan.fabric.nodes.get(t.node.index()).map_or_else(String::new, |n| n.name.clone()), t.counters.clone()))
+                .collect(),
+        }
+    }
+
+    /// Stops every actor (returning their state machines by node id),
+    /// closes the transports and deletes the namespaces created here.
+    pub async fn shutdown(&mut self) -> Vec<(NodeId, Node)> {
+        self.metrics_server = None;
+        self.metrics_listener = None;
+        let mut nodes = Vec::new();
+        for (&id, a) in &self.actors {
+            if let Ok(r) = a.actor.call(NodeMsg::Finish, Some(Duration::from_secs(2))).await {
+                if let Ok(Some(n)) = r.success_or(()) {
+                    nodes.push((id, *n));
+                }
+            }
+        }
+        self.actors.clear();
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        self.quic.close(0u32.into(), b"shutdown");
+        for t in self.taps.drain(..) {
+            let _ = delete_netns(&t.host.netns);
+        }
+        nodes
+    }
+
+    /// Names of the namespaces this process created.
+    pub fn netns(&self) -> Vec<String> {
+        self.taps.iter().map(|t| t.host.netns.clone()).collect()
+    }
+}

@@ -1,0 +1,295 @@
+//! Real Linux hosts (DESIGN §8): a network namespace per host with a TAP
+//! device whose other end this process holds, and the host's NIC model.
+//!
+//! Set-up, in this order (each step with `ip`, so a user can reproduce and
+//! inspect it): `ip netns add <host>`; a TAP device (tokio-tun) created in
+//! the root namespace and moved into the host's namespace, renamed `eth0`,
+//! given the host's MAC from the addressing plan, the link MTU, its IPv4
+//! address and a default route via its ToR; `lo` up; IPv6 off (the
+//! emulated fabric is IPv4). The TAP fd stays valid across the move.
+//!
+//! [`TapNic`] is the host side of the access link: frames the kernel sends
+//! leave at the link rate (a serializer, like every port), are dropped when
+//! more than `queue_ns` of frames wait (the NIC ring), and reach the ToR
+//! `delay` after their last bit. Invariant: the frames a host sends never
+//! exceed its link rate over any window.
+
+use crate::clock::DeadlineScheduler;
+use crate::inbox::InboxSender;
+use crate::link::LinkChange;
+use bytes::BytesMut;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use weft_core::fabric::HostSpec;
+use weft_core::serializer::Serializer;
+use weft_wire::ids::PortId;
+use weft_wire::time::{BitRate, Nanos};
+
+/// Errors setting up a TAP host.
+#[derive(Debug, thiserror::Error)]
+pub enum TapError {
+    /// A command failed.
+    #[error("`{cmd}` failed: {stderr}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// What it printed.
+        stderr: String,
+    },
+    /// The command could not be started.
+    #[error("cannot run `ip` ({0}); is iproute2 installed?")]
+    Spawn(std::io::Error),
+    /// The namespace exists already (another fabric or a leftover).
+    #[error("network namespace `{0}` exists already (another fabric runs, or a killed one left it: `weft down` removes weft's leftovers)")]
+    Exists(String),
+    /// TAP creation failed.
+    #[error("cannot create TAP device `{dev}`: {source} (needs root and /dev/net/tun)")]
+    Tun {
+        /// Device name.
+        dev: String,
+        /// Cause.
+        source: tokio_tun::Error,
+    },
+    /// The kernel has no soft-RoCE.
+    #[error("host `{0}` is of kind rxe, but this kernel has no rdma_rxe module (soft-RoCE): use kind = \"tap\" or a kernel with CONFIG_RDMA_RXE")]
+    NoRxe(String),
+}
+
+fn run(args: &[&str]) -> Result<(), TapError> {
+    let out = Command::new(args[0]).args(&args[1..]).output().map_err(TapError::Spawn)?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(TapError::Command { cmd: args.join(" "), stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() })
+    }
+}
+
+/// Names of the network namespaces that exist.
+pub fn list_netns() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// Deletes a network namespace (ignores one that does not exist).
+pub fn delete_netns(name: &str) -> Result<(), TapError> {
+    if list_netns().iter().any(|n| n == name) {
+        run(&["ip", "netns", "del", name])?;
+    }
+    Ok(())
+}
+
+/// Whether the kernel offers soft-RoCE (`rdma_rxe`).
+pub fn kernel_has_rxe() -> bool {
+    std::path::Path::new("/sys/module/rdma_rxe").exists()
+        || std::fs::read_to_string(format!("/lib/modules/{}/modules.dep", kernel_release())).is_ok_and(|s| s.contains("rdma_rxe"))
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// A host namespace with its TAP device.
+pub struct TapHost {
+    /// Namespace (= host name).
+    pub netns: String,
+    /// Our end of the TAP device.
+    pub tun: Arc<tokio_tun::Tun>,
+}
+
+/// Creates the namespace `netns` and its TAP-backed `eth0` configured from
+/// `spec`. Must run inside a tokio runtime.
+pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rxe: bool) -> Result<TapHost, TapError> {
+    if rxe && !kernel_has_rxe() {
+        return Err(TapError::NoRxe(netns.to_string()));
+    }
+    if list_netns().iter().any(|n| n == netns) {
+        return Err(TapError::Exists(netns.to_string()));
+    }
+    run(&["ip", "netns", "add", netns])?;
+    // A namespace of the same name deleted a moment ago may still be
+    // unmounting: wait until the new one answers.
+    for _ in 0..50 {
+        if run(&["ip", "-n", netns, "link", "show", "lo"]).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let made = (|| {
+        let tun = tokio_tun::Tun::builder()
+            .name(dev)
+            .tap()
+            .mtu(mtu as i32)
+            .build()
+            .map_err(|source| TapError::Tun { dev: dev.to_string(), source })?
+            .into_iter()
+            .next()
+            .ok_or_else(|| TapError::Command { cmd: "TUNSETIFF".into(), stderr: "no queue returned".into() })?;
+        let mac = spec.mac.to_string();
+        let mtu = mtu.to_string();
+        let addr = format!("{}/{}", spec.ip, spec.prefix_len);
+        let gw = spec.gateway.to_string();
+        run(&["ip", "link", "set", dev, "netns", netns])?;
+        run(&["ip", "-n", netns, "link", "set", dev, "name", "eth0"])?;
+        run(&["ip", "-n", netns, "link", "set", "eth0", "address", &mac, "mtu", &mtu])?;
+        run(&["ip", "netns", "exec", netns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+        run(&["ip", "netns", "exec", netns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        run(&["ip", "-n", netns, "addr", "add", &addr, "dev", "eth0"])?;
+        run(&["ip", "-n", netns, "link", "set", "eth0", "up"])?;
+        run(&["ip", "-n", netns, "link", "set", "lo", "up"])?;
+        run(&["ip", "-n", netns, "route", "add", "default", "via", &gw])?;
+        if rxe {
+            run(&["ip", "netns", "exec", netns, "rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "eth0"])?;
+        }
+        Ok(Arc::new(tun))
+    })();
+    match made {
+        Ok(tun) => Ok(TapHost { netns: netns.to_string(), tun }),
+        Err(e) => {
+            let _ = delete_netns(netns);
+            Err(e)
+        }
+    }
+}
+
+/// Writes frames into TAP devices from a thread of its own.
+///
+/// Writing a frame into a TAP runs the receiving host's kernel stack (IP,
+/// TCP, waking the reader) in the writer's context: about half of the
+/// per-frame CPU of a one-hop path. A dedicated thread takes that off the
+/// thread that runs the actors and the deadlines. Frames are written in
+/// the order they were handed over.
+#[derive(Clone)]
+pub struct TapWriter {
+    tx: std::sync::mpsc::Sender<(Arc<tokio_tun::Tun>, BytesMut)>,
+    errors: Arc<AtomicU64>,
+}
+
+impl TapWriter {
+    /// Starts the writer thread (it ends when every handle is dropped).
+    pub fn spawn() -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel::<(Arc<tokio_tun::Tun>, BytesMut)>();
+        let errors = Arc::new(AtomicU64::new(0));
+        let e = errors.clone();
+        std::thread::Builder::new().name("weft-tap-writer".into()).spawn(move || {
+            while let Ok((tun, frame)) = rx.recv() {
+                if tun.try_send(&frame).is_err() {
+                    e.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })?;
+        Ok(TapWriter { tx, errors })
+    }
+    /// Queues `frame` for `tun`.
+    pub fn write(&self, tun: &Arc<tokio_tun::Tun>, frame: BytesMut) {
+        let _ = self.tx.send((tun.clone(), frame));
+    }
+    /// Frames the kernel refused.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+}
+
+/// Live state of the host side of an access link.
+#[derive(Debug)]
+pub struct TapNic {
+    serializer: Serializer,
+    up: bool,
+    delay: Nanos,
+    queue_ns: Nanos,
+}
+
+/// Counters of a [`TapNic`].
+#[derive(Debug, Default)]
+pub struct TapCounters {
+    /// Frames read from the TAP.
+    pub rx_frames: AtomicU64,
+    /// Frames dropped because the NIC queue was full.
+    pub queue_drops: AtomicU64,
+    /// Frames dropped because the link was down.
+    pub link_down_drops: AtomicU64,
+}
+
+impl TapNic {
+    /// A NIC at `rate` with `delay` to its ToR, queueing at most `queue_ns`.
+    pub fn new(rate: BitRate, delay: Nanos, queue_ns: Nanos) -> Self {
+        TapNic { serializer: Serializer::new(rate), up: true, delay, queue_ns }
+    }
+    /// When a frame of `len` bytes sent at `now` reaches the ToR, or `None`
+    /// if it is dropped.
+    pub fn depart(&mut self, now: Nanos, len: usize) -> Option<Nanos> {
+        if !self.up || self.serializer.busy_until().saturating_sub(now) > self.queue_ns {
+            return None;
+        }
+        Some(self.serializer.start(now, len) + self.delay)
+    }
+    /// Applies a link change.
+    pub fn apply(&mut self, now: Nanos, change: LinkChange) {
+        match change {
+            LinkChange::Down => self.up = false,
+            LinkChange::Up => self.up = true,
+            LinkChange::Rate(r) => self.serializer.set_rate(now, r),
+            LinkChange::Delay(d) => self.delay = d,
+        }
+    }
+    /// Whether the link is up.
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+}
+
+/// Reads frames the host sends and delivers them to its ToR's port when due.
+pub async fn run_tap_reader(
+    tun: Arc<tokio_tun::Tun>,
+    nic: Arc<Mutex<TapNic>>,
+    counters: Arc<TapCounters>,
+    tor: InboxSender,
+    tor_port: PortId,
+    sched: DeadlineScheduler,
+) {
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n) = tun.recv(&mut buf).await {
+        counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+        let now = sched.now();
+        let due = match nic.lock() {
+            Ok(mut nic) => {
+                let up = nic.is_up();
+                let d = nic.depart(now, n);
+                if d.is_none() {
+                    let c = if up { &counters.queue_drops } else { &counters.link_down_drops };
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                d
+            }
+            Err(_) => None,
+        };
+        let Some(due) = due else { continue };
+        let frame = BytesMut::from(&buf[..n]);
+        let tor = tor.clone();
+        sched.at(
+            due,
+            Box::new(move |_| {
+                tor.deliver(tor_port, frame, due);
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nic_paces_at_link_rate_and_bounds_its_queue() {
+        let mut nic = TapNic::new(BitRate::gbps(1), 10_000, 110_000);
+        // 1500 B at 1 Gbit/s = 12 us; ten frames at once leave back to back.
+        let dues: Vec<_> = (0..10).map(|_| nic.depart(0, 1500).unwrap()).collect();
+        assert_eq!(dues[0], 12_000 + 10_000);
+        assert_eq!(dues[9], 120_000 + 10_000);
+        // A frame may wait at most 110 us: the 11th (behind 120 us) is dropped.
+        assert_eq!(nic.depart(0, 1500), None);
+        nic.apply(200_000, LinkChange::Down);
+        assert_eq!(nic.depart(200_000, 1500), None);
+    }
+}

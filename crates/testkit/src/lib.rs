@@ -1,0 +1,147 @@
+//! # weft-testkit — shared test fixtures (a dev-dependency only)
+//!
+//! What the tests and benchmarks of several crates build the same way: the
+//! two-leaf fabric most mechanism tests run on ([`leaf_pair`]), frames as
+//! they enter a switch port with the addresses a real host would use
+//! ([`Entering`], [`udp`], [`roce_write`]), and running a switch's timers up
+//! to a time ([`drain`]). Design choice: fixtures are plain functions over
+//! the public APIs of `weft-core` and `weft-wire`, so a test reads like a
+//! user of those crates. No production crate may depend on this one.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use bytes::BytesMut;
+pub use weft_core::fabric::SwitchRole;
+use weft_core::fabric::{host_mac, FabricSpec, HostKind, HostSpec, NodeKind, SwitchSpec};
+use weft_core::switch::{Switch, Transmit};
+use weft_wire::roce::{self, BthRepr, Opcode};
+use weft_wire::time::{BitRate, Nanos};
+use weft_wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
+
+/// The tiny fabric scheme tests and benchmarks use: `leaf0` (node 0) with
+/// `hosts` hosts `h<i>` (10.0.0.(i+2), ports 0..hosts) and one uplink to
+/// each of `spines` spines (ports hosts..); `leaf1` (node 1) behind the same
+/// spines with one host `far` (10.0.1.2). All links at `rate`, 1 µs, MTU
+/// 1500; routes computed.
+pub fn leaf_pair(hosts: usize, spines: usize, rate: BitRate) -> FabricSpec {
+    let mut f = FabricSpec::default();
+    let host =
+        |ip: Ipv4Address, gw| NodeKind::Host(HostSpec { kind: HostKind::Synthetic, ip, prefix_len: 24, mac: host_mac(ip), gateway: gw });
+    let leaf = f.add_node("leaf0", NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp")));
+    let far_leaf = f.add_node("leaf1", NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp")));
+    for i in 0..hosts {
+        let h = f.add_node(format!("h{i}"), host(Ipv4Address::new(10, 0, 0, 2 + i as u8), Ipv4Address::new(10, 0, 0, 1)));
+        f.connect(format!("h{i}-leaf0"), h, leaf, rate, 1000, 1500);
+    }
+    for u in 0..spines {
+        let s = f.add_node(format!("spine{u}"), NodeKind::Switch(SwitchSpec::new(SwitchRole::Spine, "ecmp")));
+        f.connect(format!("leaf0-spine{u}"), leaf, s, rate, 1000, 1500);
+        f.connect(format!("leaf1-spine{u}"), far_leaf, s, rate, 1000, 1500);
+    }
+    let h = f.add_node("far", host(Ipv4Address::new(10, 0, 1, 2), Ipv4Address::new(10, 0, 1, 1)));
+    f.connect("far-leaf1", h, far_leaf, rate, 1000, 1500);
+    f.compute_routes();
+    f
+}
+
+/// `h0` of a [`leaf_pair`] fabric.
+pub const H0: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+/// `far` of a [`leaf_pair`] fabric.
+pub const FAR: Ipv4Address = Ipv4Address::new(10, 0, 1, 2);
+
+/// The Ethernet and IPv4 addresses of a frame entering port `port` of node
+/// `node`: from the port's peer MAC to the port's own MAC (what the
+/// attached host or switch writes), `src` → `dst`, with `dscp`.
+#[derive(Debug, Clone, Copy)]
+pub struct Entering {
+    /// Destination MAC (the switch port's).
+    pub dst_mac: EthernetAddress,
+    /// Source MAC (the peer's).
+    pub src_mac: EthernetAddress,
+    /// Source address.
+    pub src: Ipv4Address,
+    /// Destination address.
+    pub dst: Ipv4Address,
+    /// DSCP (ECN is ECT(0)).
+    pub dscp: u8,
+}
+
+impl Entering {
+    /// A frame `src` → `dst` entering `port` of node `node` of `f`.
+    ///
+    /// # Panics
+    /// If the node or port does not exist (a broken test).
+    pub fn port(f: &FabricSpec, node: usize, port: usize, src: Ipv4Address, dst: Ipv4Address) -> Self {
+        let p = &f.nodes[node].ports[port];
+        Entering { dst_mac: p.mac, src_mac: p.peer_mac, src, dst, dscp: 0 }
+    }
+    /// The same with DSCP `dscp`.
+    pub fn dscp(self, dscp: u8) -> Self {
+        Entering { dscp, ..self }
+    }
+    /// Ethernet and IPv4 headers of a frame of `len` bytes carrying UDP.
+    fn headers(&self, len: usize) -> BytesMut {
+        let mut b = BytesMut::zeroed(len.max(42));
+        let len = b.len();
+        ethernet::Repr { dst: self.dst_mac, src: self.src_mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
+        ipv4::Repr {
+            src: self.src,
+            dst: self.dst,
+            protocol: ipv4::Protocol::Udp,
+            dscp: self.dscp,
+            ecn: ipv4::Ecn::Ect0,
+            ident: 0,
+            ttl: 64,
+            payload_len: len - 34,
+        }
+        .emit(&mut b[14..]);
+        b
+    }
+}
+
+/// A UDP frame of `len` bytes in all (at least 42), zero payload.
+pub fn udp(at: Entering, sport: u16, dport: u16, len: usize) -> BytesMut {
+    let mut b = at.headers(len);
+    let len = b.len();
+    udp::Repr { src_port: sport, dst_port: dport, payload_len: len - 42 }.emit(&mut b[34..]);
+    b
+}
+
+/// A UDP frame of `len` bytes from `h0` to `far` (ECN-capable, destination
+/// port `dport`) as it enters `leaf0` of a [`leaf_pair`] fabric on host
+/// port 0: the frame scheme tests and benchmarks feed the switch.
+pub fn leaf_pair_udp_frame(f: &FabricSpec, sport: u16, dport: u16, len: usize) -> BytesMut {
+    udp(Entering::port(f, 0, 0, H0, FAR), sport, dport, len)
+}
+
+/// A RoCEv2 frame (`opcode`, queue pair `qp`, `psn`, ACK requested) with
+/// `payload` bytes whose first byte is the PSN's low byte, from UDP source
+/// port `sport`, ICRC filled.
+pub fn roce(at: Entering, sport: u16, opcode: Opcode, qp: u32, psn: u32, payload: usize) -> BytesMut {
+    let len = 14 + 20 + 8 + roce::BTH_LEN + payload + roce::ICRC_LEN;
+    let mut b = at.headers(len);
+    udp::Repr { src_port: sport, dst_port: udp::ROCEV2_PORT, payload_len: len - 42 }.emit(&mut b[34..]);
+    BthRepr { opcode, solicited: false, pad: 0, pkey: 0xffff, dest_qp: qp, ack_req: true, psn, reserved15: 0 }.emit(&mut b[42..]);
+    if payload > 0 {
+        b[42 + roce::BTH_LEN] = psn as u8;
+    }
+    // The buffer was sized for the headers just written: filling cannot fail.
+    let _ = roce::fill_icrc(&mut b[14..]);
+    b
+}
+
+/// A RoCEv2 WRITE Middle frame (see [`roce`]).
+pub fn roce_write(at: Entering, sport: u16, qp: u32, psn: u32, payload: usize) -> BytesMut {
+    roce(at, sport, Opcode::WriteMiddle, qp, psn, payload)
+}
+
+/// Runs the switch's timers due up to `until` (each at its own time),
+/// appending what it sends to `out`.
+pub fn drain(s: &mut Switch, until: Nanos, out: &mut Vec<Transmit>) {
+    while let Some(t) = s.poll_timeout() {
+        if t > until {
+            break;
+        }
+        s.handle_timeout(t, out);
+    }
+}
