@@ -225,6 +225,13 @@ pub struct FabricSpec {
     pub schedule: Vec<LinkEvent>,
 }
 
+/// The own IPv4 address of switch `node`: 169.254.n.n (link-local, so no
+/// host of a fabric has it), what the switch's control messages carry.
+pub fn switch_address(node: NodeId) -> Ipv4Address {
+    let n = (node.0 as u16).to_be_bytes();
+    Ipv4Address::new(169, 254, n[0], n[1])
+}
+
 /// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.
 pub fn switch_port_mac(node: NodeId, port: PortId) -> EthernetAddress {
     let n = node.0.to_be_bytes();

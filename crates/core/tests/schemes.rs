@@ -83,6 +83,7 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
     let d = declarations_of(&mut prog);
     let mut regs = RegisterFile::new(&d.usage().registers);
     let routes = RouteTable::default();
+    let tables = weft_tofino::tables::TableFile::new(&d.usage().tables);
     let f = leaf_pair(1, 4, BitRate::gbps(100));
     let mut frame = udp_frame(&f, 9);
     let info = FrameInfo::parse(&frame).unwrap();
@@ -106,13 +107,15 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
             depths: &depths,
             rng: &mut rng,
             hash_seed: 1,
-            dst_leaf: Some(1),
+            route_data: Some(1),
+            claimed: false,
             decision: IngressDecision::default(),
             routes: &routes,
             registers: PassRegisters::new(&mut regs, PassState::new(trial + 1, Gress::Ingress)),
+            tables: &tables,
         };
         prog.ingress(&mut cx).unwrap();
-        let chosen = cx.decision.egress_port.unwrap();
+        let chosen = cx.decision.verdict.forward_port().unwrap();
         let candidates: Vec<PortId> = samples.iter().copied().chain(last_best).collect();
         let min = candidates.iter().map(|p| depths.port_bytes(*p)).min().unwrap();
         assert!(candidates.contains(&chosen), "trial {trial}: {chosen:?} not among {candidates:?}");

@@ -285,10 +285,10 @@ impl Program for Features {
         match cx.source {
             PacketSource::Generator(7) => {
                 self.seen.lock().unwrap().generated += 1;
-                cx.decision.drop = true;
+                cx.drop_packet();
             }
             PacketSource::Port(_) => {
-                cx.decision.recirculate = true;
+                cx.recirculate();
                 cx.decision.mirror = Some(MirrorRequest { port: None, queue: QueueId(0), truncate: Some(64) });
             }
             PacketSource::Recirculated { pass, .. } => {
@@ -430,7 +430,9 @@ impl Program for ControlPlane {
         let r = self.reg.unwrap_or(RegisterId(0));
         let v = cx.register(r, 0, |v| (v, v))?;
         self.seen.lock().unwrap().push((cx.now, v));
-        cx.decision.to_cpu = v == 0;
+        if v == 0 {
+            cx.to_cpu();
+        }
         cx.forward(cx.group[0]);
         Ok(())
     }
@@ -518,7 +520,7 @@ impl Program for RecirculationLog {
     fn declare(&mut self, _d: &mut Declarations) {}
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
         match cx.source {
-            PacketSource::Port(_) => cx.decision.recirculate = true,
+            PacketSource::Port(_) => cx.recirculate(),
             PacketSource::Recirculated { original, pass } => {
                 self.second_passes.lock().unwrap().push((original, pass));
                 cx.forward(cx.group[0]);

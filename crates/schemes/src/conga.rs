@@ -286,7 +286,7 @@ impl Conga {
         let Ok(v) = vxlan::Packet::new_checked(&cx.frame[l4 + udp::HEADER_LEN..]) else { return Ok(()) };
         let repr = vxlan::Repr::parse(&v);
         let inner_start = l4 + udp::HEADER_LEN + vxlan::HEADER_LEN;
-        let src_leaf = cx.leaf_of(ip.src);
+        let src_leaf = cx.route_data_of(ip.src).map(|d| d as u16);
         if let Some(src_leaf) = src_leaf {
             let idx = src_leaf as u32 % MAX_LEAVES;
             let stamp = self.stamp(cx.now);
@@ -325,6 +325,10 @@ fn is_vxlan(info: &FrameInfo) -> bool {
 }
 
 impl Program for Conga {
+    /// The destination's leaf index (per-destination-ToR state).
+    fn route_data(&self, route: &weft_tofino::l3::Route) -> Option<u32> {
+        crate::leaf_of_route(route)
+    }
     fn name(&self) -> &'static str {
         "conga"
     }
@@ -354,7 +358,7 @@ impl Program for Conga {
         let Some(regs) = self.regs else { return Ok(()) };
         let from_host = matches!(cx.source, PacketSource::Port(p) if self.faces_host(p));
         let to_host = (cx.group.len() == 1).then(|| cx.group[0]).filter(|p| self.faces_host(*p));
-        match (to_host, cx.dst_leaf) {
+        match (to_host, cx.route_data.map(|d| d as u16)) {
             (Some(out), _) if is_vxlan(cx.info) && !from_host => self.ingress_destination(cx, regs, out),
             (None, Some(dst_leaf)) if self.leaf && from_host && cx.info.ip.is_some() && !cx.group.is_empty() => {
                 self.ingress_source(cx, regs, dst_leaf)
@@ -362,7 +366,7 @@ impl Program for Conga {
             _ => {
                 // Spines and everything else: ECMP on the (outer) 5-tuple.
                 let h = cx.info.five_tuple().map_or(0, |t| flow_hash(cx.hash_seed, t, true));
-                cx.decision.egress_port = super::ecmp::select_resilient(cx.group, cx.port_up, h).0;
+                cx.forward_to(super::ecmp::select_resilient(cx.group, cx.port_up, h).0);
                 Ok(())
             }
         }

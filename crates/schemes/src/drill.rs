@@ -62,6 +62,10 @@ impl Drill {
 }
 
 impl Program for Drill {
+    /// The destination's leaf index (per-destination-ToR state).
+    fn route_data(&self, route: &weft_tofino::l3::Route) -> Option<u32> {
+        crate::leaf_of_route(route)
+    }
     fn name(&self) -> &'static str {
         "drill"
     }
@@ -74,7 +78,7 @@ impl Program for Drill {
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
         let up = |cx: &IngressCx<'_>, p: PortId| cx.port_up.get(p.index()).copied().unwrap_or(false);
         if cx.group.len() <= 1 {
-            cx.decision.egress_port = cx.group.first().copied().filter(|p| up(cx, *p));
+            cx.forward_to(cx.group.first().copied().filter(|p| up(cx, *p)));
             return Ok(());
         }
         let (Some(best_reg), true) = (self.best, cx.info.ip.is_some()) else { return Ok(()) };
@@ -84,7 +88,7 @@ impl Program for Drill {
             let p = cx.group[k];
             *c = up(cx, p).then_some(p);
         }
-        let key = cx.dst_leaf.map_or(0, |l| l as u32) % BEST_ENTRIES;
+        let key = cx.route_data.unwrap_or(0) % BEST_ENTRIES;
         let memory = self.memory;
         let group = cx.group;
         let port_up = cx.port_up;
@@ -108,7 +112,7 @@ impl Program for Drill {
         };
         self.decisions += 1;
         self.path_changes += moved as u64;
-        cx.decision.egress_port = chosen;
+        cx.forward_to(chosen);
         Ok(())
     }
 

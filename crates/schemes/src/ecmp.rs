@@ -116,7 +116,7 @@ impl Program for Ecmp {
         };
         let (port, failover) = select_resilient(cx.group, cx.port_up, h);
         self.failovers += failover as u64;
-        cx.decision.egress_port = port;
+        cx.forward_to(port);
         Ok(())
     }
 

@@ -69,14 +69,14 @@ impl Program for LetFlow {
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
         let Some(table) = &self.table else { return Ok(()) };
         let Some(t) = cx.info.five_tuple().filter(|_| cx.group.len() > 1) else {
-            cx.decision.egress_port = cx.group.first().copied().filter(|p| cx.port_up.get(p.index()).copied().unwrap_or(false));
+            cx.forward_to(cx.group.first().copied().filter(|p| cx.port_up.get(p.index()).copied().unwrap_or(false)));
             return Ok(());
         };
         let h = flow_hash(cx.hash_seed, t, true);
         let d = table.lookup(cx, h, |cx| Ok(random_up_port(cx)))?;
         self.flowlets += d.new_flowlet as u64;
         self.path_changes += d.path_changed as u64;
-        cx.decision.egress_port = d.port;
+        cx.forward_to(d.port);
         Ok(())
     }
 

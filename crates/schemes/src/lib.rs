@@ -161,3 +161,11 @@ pub(crate) fn param_us(scheme: &str, params: &Params, key: &str, default: f64, p
     let v = param_in(scheme, params, key, unit, default, |v: &f64| v.is_finite() && if positive { *v > 0.0 } else { *v >= 0.0 })?;
     Ok((v * 1000.0) as u64)
 }
+
+/// The route data of schemes that keep per-destination-leaf state (CONGA's
+/// tables, ConWeave's path status, DRILL's best-port memory): the index of
+/// the leaf the route's hosts attach to, as the fabric's control plane
+/// installs it.
+pub fn leaf_of_route(route: &weft_tofino::l3::Route) -> Option<u32> {
+    route.dst_leaf.map(u32::from)
+}

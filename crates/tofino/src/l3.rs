@@ -1,6 +1,8 @@
 //! The switch's L3 table: longest-prefix match from destination IPv4 to an
-//! equal-cost group of egress ports (the `ipv4_lpm` + `nexthop_group`
-//! tables every program is loaded with).
+//! equal-cost group of egress ports and the loaded program's data of the
+//! route (the `ipv4_lpm` + `nexthop_group` tables every program is loaded
+//! with; the data is the route's action data, which the program defines
+//! through `Program::route_data`).
 //!
 //! Invariant: prefix lengths are probed longest first; a lookup costs one
 //! hash probe per distinct prefix length present (two in Clos fabrics).
@@ -31,8 +33,8 @@ pub struct Route {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupId(pub u16);
 
-/// One prefix length's entries: masked prefix → (group, destination leaf).
-type PrefixMap = FxHashMap<u32, (GroupId, Option<u16>)>;
+/// One prefix length's entries: masked prefix → (group, program data).
+type PrefixMap = FxHashMap<u32, (GroupId, Option<u32>)>;
 
 /// LPM table with equal-cost groups.
 #[derive(Debug, Clone, Default)]
@@ -51,8 +53,14 @@ fn mask(len: u8) -> u32 {
 }
 
 impl RouteTable {
-    /// Builds the table from routes (identical port sets share a group).
+    /// Builds the table from routes (identical port sets share a group),
+    /// with no program data.
     pub fn new(routes: &[Route]) -> Self {
+        Self::with_data(routes, |_| None)
+    }
+
+    /// Builds the table from routes, each with the data `data` gives it.
+    pub fn with_data(routes: &[Route], data: impl Fn(&Route) -> Option<u32>) -> Self {
         let mut t = RouteTable::default();
         let mut group_ids: FxHashMap<Vec<PortId>, GroupId> = FxHashMap::default();
         for r in routes {
@@ -67,7 +75,7 @@ impl RouteTable {
                     t.by_len.len() - 1
                 }
             };
-            t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), (g, r.dst_leaf));
+            t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), (g, data(r)));
             t.entries += 1;
         }
         t.by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
@@ -77,15 +85,15 @@ impl RouteTable {
     /// The group for `dst`, longest prefix first.
     #[inline]
     pub fn lookup(&self, dst: Ipv4Address) -> Option<&[PortId]> {
-        self.lookup_with_leaf(dst).map(|(g, _)| g)
+        self.lookup_with_data(dst).map(|(g, _)| g)
     }
 
-    /// The group for `dst` and the index of the leaf `dst` attaches to.
+    /// The group for `dst` and the program's data of its route.
     #[inline]
-    pub fn lookup_with_leaf(&self, dst: Ipv4Address) -> Option<(&[PortId], Option<u16>)> {
+    pub fn lookup_with_data(&self, dst: Ipv4Address) -> Option<(&[PortId], Option<u32>)> {
         for (len, m) in &self.by_len {
-            if let Some((g, leaf)) = m.get(&(dst.0 & mask(*len))) {
-                return Some((&self.groups[g.0 as usize], *leaf));
+            if let Some((g, data)) = m.get(&(dst.0 & mask(*len))) {
+                return Some((&self.groups[g.0 as usize], *data));
             }
         }
         None

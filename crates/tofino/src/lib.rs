@@ -17,6 +17,8 @@
 //!   stage-order rules enforced at run time;
 //! - [`program`]: the [`Program`] trait schemes implement and the
 //!   ingress/egress/CPU contexts;
+//! - [`tables`]: exact-match tables the switch CPU writes and the
+//!   pipelines look up;
 //! - [`tm`]: the traffic manager (queues, shared buffer, scheduler, ECN, PFC);
 //! - [`l3`]: the L3 table every program is loaded with (LPM → equal-cost
 //!   group of egress ports);
@@ -34,11 +36,13 @@ pub mod l3;
 pub mod program;
 pub mod registers;
 pub mod resources;
+pub mod tables;
 pub mod target;
 pub mod tm;
 
-pub use program::{Declarations, EgressCx, IngressCx, PacketSource, Program, SwitchRole, SwitchView};
+pub use program::{Declarations, EgressCx, IngressCx, PacketSource, Program, SwitchRole, SwitchView, Verdict};
 pub use registers::{ProgramError, RegisterFile, RegisterId};
 pub use resources::{Gress, ResourceError, ResourceReport, ResourceUsage, TableKind};
+pub use tables::{TableFile, TableId};
 pub use target::TargetProfile;
 pub use tm::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, QueueConfig, RedConfig, TmConfig, TrafficManager, CONTROL_TRAFFIC_CLASS};

@@ -2,16 +2,25 @@
 //! packet generators, all with their stage) and the ingress/egress/CPU
 //! hooks the switch calls for every packet.
 //!
-//! A scheme implements [`Program`]. The switch runs its own L3 stage first
-//! (route lookup → the equal-cost group of egress ports for the destination)
-//! and passes the group to [`Program::ingress`], which picks an egress port
-//! and queue and may pause/resume queues, mirror, recirculate or punt to
-//! the CPU. Register state lives in the switch's [`RegisterFile`] so the
-//! access rules of the hardware are enforced on every access.
+//! A scheme implements [`Program`]. The switch's fixed front end parses the
+//! frame, answers ARP and PFC itself, and hands the program what it would
+//! otherwise drop only if the program [claims](Program::claim) it (its own
+//! control messages: another ethertype, or IPv4 addressed to the switch).
+//! It runs its own L3 stage (route lookup → the equal-cost group of egress
+//! ports and the program's [route data](Program::route_data)) and passes
+//! both to [`Program::ingress`], whose [`Verdict`] forwards (port, queue),
+//! drops, consumes, recirculates or punts to the CPU, and which may
+//! pause/resume queues, mirror and emit frames. [`Program::egress`] sees
+//! the packet at dequeue with what ingress bridged to it. The switch CPU
+//! ([`CpuCx`]) handles punted packets, port-status changes and its own
+//! timers, and writes registers and tables after the control-plane latency.
+//! State lives in the switch's [`RegisterFile`] and [`TableFile`], which the
+//! resource check sees, so the hardware's access rules hold on every access.
 
-use super::l3::RouteTable;
+use super::l3::{Route, RouteTable};
 use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
 use super::resources::{Gress, HashDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
+use super::tables::{TableFile, TableId};
 pub use super::tm::QueueDepths;
 use super::tm::TmConfig;
 use bytes::BytesMut;
@@ -45,23 +54,39 @@ pub const GENERATOR_ETHERTYPE: u16 = 0x88b5;
 pub struct Declarations {
     usage: ResourceUsage,
     generators: Vec<PacketGenerator>,
+    port_down: Option<PortDownGenerator>,
+    port_status: bool,
+}
+
+/// What a program declared, as the switch loads it.
+#[derive(Debug)]
+pub struct Declared {
+    /// The resource usage (checked against the target at load).
+    pub usage: ResourceUsage,
+    /// Periodic packet generators.
+    pub generators: Vec<PacketGenerator>,
+    /// The port-down generator, if any.
+    pub port_down: Option<PortDownGenerator>,
+    /// The CPU wants port-status changes ([`Program::cpu_port_status`]).
+    pub port_status: bool,
 }
 
 impl Declarations {
-    /// What was declared: the resource usage (checked against the target
-    /// when the switch loads the program) and the packet generators.
+    /// What was declared.
     #[must_use]
-    pub fn into_parts(self) -> (ResourceUsage, Vec<PacketGenerator>) {
-        (self.usage, self.generators)
+    pub fn into_parts(self) -> Declared {
+        Declared { usage: self.usage, generators: self.generators, port_down: self.port_down, port_status: self.port_status }
     }
     /// Declares a register array of `entries` x `width_bits` in `stage`.
     pub fn register(&mut self, name: &str, gress: Gress, stage: u8, entries: u32, width_bits: u32) -> RegisterId {
         self.usage.registers.push(RegisterDecl { name: name.into(), gress, stage, entries, width_bits });
         RegisterId((self.usage.registers.len() - 1) as u16)
     }
-    /// Declares a match table.
-    pub fn table(&mut self, table: TableDecl) {
+    /// Declares a match table; the switch CPU fills it (exact match, see
+    /// [`crate::tables`]), the pipelines look it up.
+    pub fn table(&mut self, table: TableDecl) -> TableId {
         self.usage.tables.push(table);
+        TableId((self.usage.tables.len() - 1) as u16)
     }
     /// Declares a hash computation.
     pub fn hash(&mut self, name: &str, gress: Gress, stage: u8, bits: u32) {
@@ -74,6 +99,18 @@ impl Declarations {
     /// Declares a packet generator (the hardware's replacement for timers).
     pub fn packet_generator(&mut self, g: PacketGenerator) {
         self.generators.push(g);
+    }
+    /// Declares the port-down trigger of the packet generator (Tofino2:
+    /// a packet enters ingress when a port goes down; a later declaration
+    /// replaces an earlier one).
+    pub fn port_down_generator(&mut self, g: PortDownGenerator) {
+        self.port_down = Some(g);
+    }
+    /// Registers the CPU for port-status changes (the driver's port-status
+    /// callback): [`Program::cpu_port_status`] is called after the
+    /// control-plane latency whenever a front-panel port goes up or down.
+    pub fn port_status_to_cpu(&mut self) {
+        self.port_status = true;
     }
     /// What has been declared so far.
     pub fn usage(&self) -> &ResourceUsage {
@@ -92,6 +129,24 @@ pub struct PacketGenerator {
     pub period_ns: Nanos,
     /// Frame length.
     pub frame_len: u16,
+}
+
+/// The packet generator's port-down trigger: when a front-panel port goes
+/// down, a frame of `frame_len` bytes (generator ethertype, `id` in its
+/// first payload byte, the port number big-endian in the next two; read it
+/// with [`port_down_port`]) enters ingress with [`PacketSource::Generator`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortDownGenerator {
+    /// Generator id passed to the program.
+    pub id: u8,
+    /// Frame length.
+    pub frame_len: u16,
+}
+
+/// The port a port-down generator frame reports.
+pub fn port_down_port(frame: &[u8]) -> Option<PortId> {
+    let b = frame.get(15..17)?;
+    Some(PortId(u16::from_be_bytes([b[0], b[1]])))
 }
 
 /// Where a packet entering ingress comes from.
@@ -156,22 +211,68 @@ pub struct EmittedFrame {
     pub frame: BytesMut,
 }
 
+/// What happens to the packet itself after ingress. Several hooks of one
+/// program may give verdicts for one packet; [`Verdict::merge`] keeps the
+/// one of highest [`Verdict::precedence`] (the order the hardware applies
+/// its drop, recirculate, copy-to-CPU and forward bits), the later of equal
+/// precedence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing decided: the packet is dropped, counted as a program drop.
+    #[default]
+    Undecided,
+    /// Out of a front-panel port (in [`IngressDecision::queue`], default by
+    /// traffic class).
+    Forward(PortId),
+    /// Punted to the switch CPU.
+    ToCpu,
+    /// Around the recirculation port, back into ingress.
+    Recirculate,
+    /// Dropped, counted as a program drop.
+    Drop,
+    /// Consumed by the program (e.g. a control packet for this switch): it
+    /// ends here and is not counted as a drop.
+    Consume,
+}
+
+impl Verdict {
+    /// Rank when verdicts meet: consume > drop > recirculate > to CPU >
+    /// forward > undecided.
+    pub fn precedence(&self) -> u8 {
+        match self {
+            Verdict::Undecided => 0,
+            Verdict::Forward(_) => 1,
+            Verdict::ToCpu => 2,
+            Verdict::Recirculate => 3,
+            Verdict::Drop => 4,
+            Verdict::Consume => 5,
+        }
+    }
+    /// Keeps `v` if it ranks at least as high as the current verdict.
+    pub fn merge(&mut self, v: Verdict) {
+        if v.precedence() >= self.precedence() {
+            *self = v;
+        }
+    }
+    /// The egress port, if the packet is forwarded.
+    pub fn forward_port(&self) -> Option<PortId> {
+        match self {
+            Verdict::Forward(p) => Some(*p),
+            _ => None,
+        }
+    }
+}
+
 /// The ingress pipeline's decisions for one packet.
 #[derive(Debug, Clone, Default)]
 pub struct IngressDecision {
-    /// Egress port (`None` with no other action = drop).
-    pub egress_port: Option<PortId>,
+    /// What happens to the packet (set through [`IngressCx`]'s methods,
+    /// which merge by precedence; assign to override).
+    pub verdict: Verdict,
     /// Queue at the egress port (default: by traffic class).
     pub queue: Option<QueueId>,
-    /// Drop the packet.
-    pub drop: bool,
-    /// The program consumed the packet (e.g. a control packet addressed to
-    /// this switch's program): it ends here and is not counted as a drop.
-    pub consume: bool,
-    /// Send the packet around the recirculation port instead of egress.
-    pub recirculate: bool,
-    /// Punt the packet to the CPU.
-    pub to_cpu: bool,
+    /// Metadata bridged to the egress pipeline ([`EgressCx::bridged`]).
+    pub bridged: u32,
     /// Mirror a copy.
     pub mirror: Option<MirrorRequest>,
     /// Queue pause/resume messages to apply.
@@ -222,14 +323,21 @@ pub struct IngressCx<'a> {
     pub rng: &'a mut ChaCha8Rng,
     /// Per-switch hash seed (so switches hash differently).
     pub hash_seed: u32,
-    /// Index of the leaf the destination attaches to (from the route).
-    pub dst_leaf: Option<u16>,
+    /// The program's data of the destination's route (see
+    /// [`Program::route_data`]); `None` without a route or data.
+    pub route_data: Option<u32>,
+    /// The frame reached the program because it [claimed](Program::claim)
+    /// it (another ethertype, or IPv4 addressed to this switch): `group`
+    /// is empty and the switch decremented no TTL.
+    pub claimed: bool,
     /// The decisions.
     pub decision: IngressDecision,
     /// The switch's L3 table (read-only; see [`IngressCx::route`]).
     pub routes: &'a RouteTable,
     /// The register file as this pass sees it.
     pub registers: PassRegisters<'a>,
+    /// The program's tables (read-only in the pipeline).
+    pub tables: &'a TableFile,
 }
 
 impl IngressCx<'_> {
@@ -240,7 +348,41 @@ impl IngressCx<'_> {
     }
     /// Chooses the egress port.
     pub fn forward(&mut self, port: PortId) {
-        self.decision.egress_port = Some(port);
+        self.decision.verdict.merge(Verdict::Forward(port));
+    }
+    /// Chooses the egress port if there is one; `None` takes back an
+    /// earlier forward (nothing else).
+    pub fn forward_to(&mut self, port: Option<PortId>) {
+        match port {
+            Some(p) => self.forward(p),
+            None if matches!(self.decision.verdict, Verdict::Forward(_)) => self.decision.verdict = Verdict::Undecided,
+            None => {}
+        }
+    }
+    /// Drops the packet.
+    pub fn drop_packet(&mut self) {
+        self.decision.verdict.merge(Verdict::Drop);
+    }
+    /// Consumes the packet (it ends here, not counted as a drop).
+    pub fn consume(&mut self) {
+        self.decision.verdict.merge(Verdict::Consume);
+    }
+    /// Sends the packet around the recirculation port.
+    pub fn recirculate(&mut self) {
+        self.decision.verdict.merge(Verdict::Recirculate);
+    }
+    /// Punts the packet to the CPU.
+    pub fn to_cpu(&mut self) {
+        self.decision.verdict.merge(Verdict::ToCpu);
+    }
+    /// Metadata for the egress pipeline ([`EgressCx::bridged`]).
+    pub fn bridge(&mut self, meta: u32) {
+        self.decision.bridged = meta;
+    }
+    /// Looks `key` up in a table of the program.
+    #[inline]
+    pub fn table(&self, table: TableId, key: u64) -> Result<Option<u64>, ProgramError> {
+        self.tables.lookup(table, key)
     }
     /// Pauses a queue (advanced flow control).
     pub fn pause_queue(&mut self, port: PortId, queue: QueueId) {
@@ -255,9 +397,10 @@ impl IngressCx<'_> {
     pub fn route(&self, dst: Ipv4Address) -> Option<&[PortId]> {
         self.routes.lookup(dst)
     }
-    /// Index of the leaf `ip` attaches to (from the routes).
-    pub fn leaf_of(&self, ip: Ipv4Address) -> Option<u16> {
-        self.routes.lookup_with_leaf(ip).and_then(|(_, leaf)| leaf)
+    /// The program's route data of the route to `ip` (see
+    /// [`Program::route_data`]).
+    pub fn route_data_of(&self, ip: Ipv4Address) -> Option<u32> {
+        self.routes.lookup_with_data(ip).and_then(|(_, d)| d)
     }
     /// Emits a frame made from this packet (see [`EmittedFrame`]).
     pub fn emit(&mut self, target: EmitTarget, frame: BytesMut) {
@@ -271,13 +414,21 @@ pub struct EgressCx<'a> {
     pub now: Nanos,
     /// The frame.
     pub frame: &'a mut BytesMut,
+    /// The port it entered on (`None`: generated, recirculated, from the
+    /// CPU or made by the program).
+    pub in_port: Option<PortId>,
+    /// What ingress bridged ([`IngressCx::bridge`]; 0 if nothing).
+    pub bridged: u32,
+    /// The node's seeded RNG.
+    pub rng: &'a mut ChaCha8Rng,
     /// Egress port.
     pub port: PortId,
     /// The port's current line rate (links can be degraded at run time).
     pub port_rate: BitRate,
     /// Queue it left.
     pub queue: QueueId,
-    /// Enqueue timestamp.
+    /// Enqueue timestamp, which is also the ingress timestamp (the model's
+    /// ingress pipeline takes no time).
     pub enq_ts: Nanos,
     /// Queue depth (bytes) at enqueue.
     pub enq_depth: u64,
@@ -291,6 +442,12 @@ pub struct EgressCx<'a> {
     pub flow_control: Vec<QueueFlowControl>,
     /// The register file as this pass sees it.
     pub registers: PassRegisters<'a>,
+    /// The program's tables (read-only in the pipeline).
+    pub tables: &'a TableFile,
+    /// Frames made from this packet (sent after it).
+    pub emit: Vec<EmittedFrame>,
+    /// Mirror a copy (after the packet is sent).
+    pub mirror: Option<MirrorRequest>,
 }
 
 impl EgressCx<'_> {
@@ -299,18 +456,81 @@ impl EgressCx<'_> {
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.registers.access(reg, index, f)
     }
+    /// The parsed headers of the frame (parsed on request: egress programs
+    /// that do not need them pay nothing); `None` if it does not parse.
+    pub fn info(&self) -> Option<FrameInfo> {
+        FrameInfo::parse(self.frame).ok()
+    }
+    /// Looks `key` up in a table of the program.
+    #[inline]
+    pub fn table(&self, table: TableId, key: u64) -> Result<Option<u64>, ProgramError> {
+        self.tables.lookup(table, key)
+    }
+    /// Emits a frame made from this packet (see [`EmittedFrame`]).
+    pub fn emit(&mut self, target: EmitTarget, frame: BytesMut) {
+        self.emit.push(EmittedFrame { target, frame });
+    }
 }
 
-/// What the switch CPU (control plane) may do in response to a punted packet.
+/// Counters of a front-panel port, as the switch CPU reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+}
+
+/// What the switch CPU (control plane) sees and does when it handles an
+/// event (a punted packet, a port-status change, one of its timers).
+/// Register and table writes take effect after the switch's control-plane
+/// latency, in the order they were made; frames leave at once.
 pub struct CpuCx<'a> {
-    /// Time the CPU handles the packet.
+    /// Time the CPU handles the event.
     pub now: Nanos,
     /// Register writes to apply after the control-plane latency.
     pub register_writes: Vec<(RegisterId, u32, u64)>,
+    /// Table writes (install `Some`, remove `None`) to apply after the
+    /// control-plane latency.
+    pub table_writes: Vec<(TableId, u64, Option<u64>)>,
+    /// Timers to arm: (time, token passed back to [`Program::cpu_timer`]).
+    pub timers: Vec<(Nanos, u64)>,
     /// Frames the CPU sends out of ports.
     pub send: Vec<(PortId, BytesMut)>,
     /// Read access to registers (control-plane reads).
     pub regs: &'a RegisterFile,
+    /// Read access to the program's tables.
+    pub tables: &'a TableFile,
+    /// Link status per front-panel port.
+    pub port_up: &'a [bool],
+    /// Counters per front-panel port.
+    pub port_stats: &'a [PortStats],
+    /// Exact queue depths.
+    pub depths: &'a dyn QueueDepths,
+}
+
+impl CpuCx<'_> {
+    /// Writes `reg[index]` after the control-plane latency.
+    pub fn write_register(&mut self, reg: RegisterId, index: u32, value: u64) {
+        self.register_writes.push((reg, index, value));
+    }
+    /// Installs (`Some`) or removes (`None`) `key` of `table` after the
+    /// control-plane latency.
+    pub fn write_table(&mut self, table: TableId, key: u64, data: Option<u64>) {
+        self.table_writes.push((table, key, data));
+    }
+    /// Calls [`Program::cpu_timer`] with `token` at `at`.
+    pub fn timer(&mut self, at: Nanos, token: u64) {
+        self.timers.push((at, token));
+    }
+    /// Sends a frame out of a front-panel port (control queue).
+    pub fn send(&mut self, port: PortId, frame: BytesMut) {
+        self.send.push((port, frame));
+    }
 }
 
 /// What a program learns about its switch when it is loaded (the facts a
@@ -318,6 +538,10 @@ pub struct CpuCx<'a> {
 /// which leaf this is).
 #[derive(Debug, Clone)]
 pub struct SwitchView {
+    /// The switch's own IPv4 address (what its control messages carry;
+    /// IPv4 frames to it reach the program if it [claims](Program::claim)
+    /// them).
+    pub address: Ipv4Address,
     /// Role in the fabric.
     pub role: SwitchRole,
     /// For a leaf: its index among the fabric's leaves.
@@ -351,9 +575,16 @@ impl SwitchView {
 
 /// A data-plane program (a load-balancing scheme).
 ///
-/// Call order: [`declare`](Program::declare) once at load; then per packet
-/// [`ingress`](Program::ingress), and at dequeue [`egress`](Program::egress);
-/// [`cpu_receive`](Program::cpu_receive) for punted packets.
+/// Call order: [`declare`](Program::declare) once at load, then
+/// [`configure_traffic_manager`](Program::configure_traffic_manager),
+/// [`attach`](Program::attach) and [`route_data`](Program::route_data) per
+/// route; then per packet [`claim`](Program::claim) (only for frames the
+/// front end would drop), [`ingress`](Program::ingress), and at dequeue
+/// [`egress`](Program::egress); on the switch CPU
+/// [`cpu_receive`](Program::cpu_receive) for punted packets,
+/// [`cpu_port_status`](Program::cpu_port_status) when a port changes and
+/// [`cpu_timer`](Program::cpu_timer) for its timers, each after the
+/// control-plane latency.
 pub trait Program: Send {
     /// Scheme name.
     fn name(&self) -> &'static str;
@@ -364,6 +595,21 @@ pub trait Program: Send {
     /// Adjusts the traffic manager's queue layout (priorities, weights)
     /// before the switch is built, as the TM is configured with the program.
     fn configure_traffic_manager(&self, _tm: &mut TmConfig) {}
+    /// The program's data of a route, which ingress gets with every
+    /// lookup ([`IngressCx::route_data`]): what the control plane installs
+    /// as the route's action data (e.g. the destination's leaf, an
+    /// address-bit group, a per-metric group id). Called once per route
+    /// at load; default none.
+    fn route_data(&self, _route: &Route) -> Option<u32> {
+        None
+    }
+    /// Whether the program takes a frame the fixed front end would drop:
+    /// another ethertype than IPv4/ARP/PFC (`for_switch` false), or IPv4
+    /// addressed to the switch's own address (`for_switch` true). A claimed
+    /// frame goes to [`Program::ingress`] with [`IngressCx::claimed`] set.
+    fn claim(&self, _info: &FrameInfo, _for_switch: bool) -> bool {
+        false
+    }
     /// The ingress pipeline.
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError>;
     /// The egress pipeline.
@@ -372,6 +618,11 @@ pub trait Program: Send {
     }
     /// The switch CPU's handler of punted packets.
     fn cpu_receive(&mut self, _cx: &mut CpuCx<'_>, _frame: &[u8]) {}
+    /// The switch CPU learns that a front-panel port went up or down (the
+    /// driver's port-status callback).
+    fn cpu_port_status(&mut self, _cx: &mut CpuCx<'_>, _port: PortId, _up: bool) {}
+    /// A timer the CPU armed ([`CpuCx::timer`]) fired.
+    fn cpu_timer(&mut self, _cx: &mut CpuCx<'_>, _token: u64) {}
     /// Scheme counters for `summary.json` and metrics (name, value).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

@@ -62,6 +62,17 @@ pub enum ProgramError {
     /// An unknown register handle.
     #[error("unknown register id {0}")]
     UnknownRegister(u16),
+    /// An unknown table handle.
+    #[error("unknown table id {0}")]
+    UnknownTable(u16),
+    /// A new entry in a table that holds its declared number already.
+    #[error("table `{table}` is full ({entries} entries)")]
+    TableFull {
+        /// Table name.
+        table: String,
+        /// Its capacity.
+        entries: u32,
+    },
 }
 
 struct Array {

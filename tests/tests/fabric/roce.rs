@@ -52,11 +52,11 @@ impl Program for DelayOne {
         match cx.source {
             PacketSource::Port(p) if target && p.0 == 0 && !self.1 => {
                 self.1 = true;
-                cx.decision.recirculate = true;
+                cx.recirculate();
                 Ok(())
             }
             PacketSource::Recirculated { pass, .. } if target && pass < 3 => {
-                cx.decision.recirculate = true;
+                cx.recirculate();
                 Ok(())
             }
             _ => self.0.ingress(cx),

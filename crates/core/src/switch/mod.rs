@@ -12,15 +12,22 @@
 //! 3. after each input, re-arm one timer from [`Switch::poll_timeout`].
 //!
 //! Forwarding: parse → (PFC frames: pause egress classes; ARP for a
-//! gateway: answer) → IPv4: destination MAC must be the port's, TTL > 1,
-//! LPM route → equal-cost group → the program's ingress picks port and
-//! queue → TTL and MACs rewritten → traffic manager → the port drains at
-//! line rate (serialization exact to the ns, never above the rate) → the
-//! program's egress → ECN mark → wire. Recirculation, mirroring, the CPU
-//! port and the packet generator are modelled here (DESIGN §4).
+//! gateway: answer; another ethertype, or IPv4 to the switch's own address
+//! [`switch_address`]: to the program if it claims it, else dropped) →
+//! IPv4: destination MAC must be the port's, TTL > 1, LPM route →
+//! equal-cost group and the program's route data → the program's ingress
+//! gives its verdict (port and queue, drop, consume, recirculate, CPU) →
+//! TTL and MACs rewritten → traffic manager (with the ingress port and the
+//! bridged metadata) → the port drains at line rate (serialization exact
+//! to the ns, never above the rate) → the program's egress → ECN mark →
+//! wire. Recirculation, mirroring, the CPU port (punted packets,
+//! port-status events and CPU timers, each reaching the CPU after the
+//! control-plane latency, whose register and table writes apply one
+//! latency later), the packet generator (periodic and port-down) are
+//! modelled here (DESIGN §4).
 //! Malformed frames are counted and dropped, never panic.
 
-use crate::fabric::{NodeSpec, PortSpec, SwitchRole};
+use crate::fabric::{switch_address, NodeSpec, PortSpec, SwitchRole};
 use crate::serializer::Serializer;
 use bytes::BytesMut;
 use rand::SeedableRng;
@@ -32,10 +39,11 @@ use std::collections::{BinaryHeap, VecDeque};
 use weft_schemes as schemes;
 use weft_tofino::l3::RouteTable;
 use weft_tofino::program::{
-    declarations_of, declare_l3_tables, CpuCx, EgressCx, EmitTarget, IngressDecision, PacketGenerator, PacketSource, PassRegisters,
-    QueueDepths, SwitchView,
+    declarations_of, declare_l3_tables, CpuCx, Declared, EgressCx, EmitTarget, EmittedFrame, IngressDecision, MirrorRequest,
+    PacketGenerator, PacketSource, PassRegisters, PortDownGenerator, PortStats, QueueDepths, SwitchView, Verdict,
 };
 use weft_tofino::registers::PassState;
+use weft_tofino::tables::{TableFile, TableId};
 use weft_tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
 use weft_tofino::{
     Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
@@ -43,7 +51,7 @@ use weft_tofino::{
 use weft_wire::frame::{FrameInfo, FrameKind};
 use weft_wire::ids::{NodeId, PortId, QueueId};
 use weft_wire::time::{BitRate, Nanos};
-use weft_wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress};
+use weft_wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress, Ipv4Address};
 
 pub use crate::transmit::Transmit;
 
@@ -201,6 +209,22 @@ enum Timer {
     Internal,
     Generator(u8),
     CpuWrites,
+    CpuPortStatus(u16, bool),
+    CpuAlarm(u64),
+}
+
+/// A control-plane write waiting for the control-plane latency.
+#[derive(Debug, Clone, Copy)]
+enum CpuWrite {
+    Register(weft_tofino::RegisterId, u32, u64),
+    Table(TableId, u64, Option<u64>),
+}
+
+/// What the switch CPU handles.
+enum CpuEvent<'f> {
+    Packet(&'f [u8]),
+    PortStatus(PortId, bool),
+    Timer(u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,6 +295,10 @@ pub struct Switch {
     tm: TrafficManager,
     program: Box<dyn Program>,
     regs: RegisterFile,
+    tables: TableFile,
+    address: Ipv4Address,
+    port_down: Option<PortDownGenerator>,
+    port_status_to_cpu: bool,
     usage: ResourceUsage,
     routes: RouteTable,
     rng: ChaCha8Rng,
@@ -281,7 +309,7 @@ pub struct Switch {
     generators: Vec<PacketGenerator>,
     internal: VecDeque<(Nanos, InternalKind, BytesMut)>,
     internal_busy_until: [Nanos; 2],
-    cpu_writes: VecDeque<(Nanos, weft_tofino::RegisterId, u32, u64)>,
+    cpu_writes: VecDeque<(Nanos, CpuWrite)>,
     pfc_scratch: Vec<PfcTransition>,
     counters: SwitchCounters,
     last_program_error: Option<ProgramError>,
@@ -308,7 +336,9 @@ impl Switch {
         let mut decl = declarations_of(program.as_mut());
         program.configure_traffic_manager(&mut cfg.tm);
         let sw = node.as_switch();
+        let address = switch_address(id);
         program.attach(&SwitchView {
+            address,
             role: sw.map_or(SwitchRole::Other, |s| s.role),
             leaf_index: sw.and_then(|s| s.leaf_index),
             leaves: sw.map_or(0, |s| s.leaves),
@@ -320,9 +350,11 @@ impl Switch {
             pfc: cfg.tm.pfc.is_some(),
         });
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
-        let (usage, generators) = decl.into_parts();
+        let Declared { usage, generators, port_down, port_status } = decl.into_parts();
         usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
         let regs = RegisterFile::new(&usage.registers);
+        let tables = TableFile::new(&usage.tables);
+        let routes = RouteTable::with_data(&routes_spec, |r| program.route_data(r));
         let nports = node.ports.len();
         let ports: Vec<Port> = node
             .ports
@@ -351,8 +383,12 @@ impl Switch {
             tm,
             program,
             regs,
+            tables,
+            address,
+            port_down,
+            port_status_to_cpu: port_status,
             usage,
-            routes: RouteTable::new(&routes_spec),
+            routes,
             rng,
             hash_seed,
             timers,
@@ -480,6 +516,7 @@ impl Switch {
     /// A link went up or down. Going down drops what is queued for it.
     pub fn set_port_up(&mut self, now: Nanos, port: PortId, up: bool, out: &mut Vec<Transmit>) {
         let Some(p) = self.ports.get_mut(port.index()) else { return };
+        let changed = p.up != up;
         p.up = up;
         self.port_up[port.index()] = up;
         if !up {
@@ -492,6 +529,27 @@ impl Switch {
             self.emit_pfc(now, &mut pfc, out);
             self.pfc_scratch = pfc;
         }
+        if changed && self.port_status_to_cpu {
+            self.timers.push(Reverse((now + self.cfg.cpu_latency_ns, Timer::CpuPortStatus(port.0, up))));
+        }
+        if changed && !up {
+            if let Some(g) = self.port_down {
+                let mut f = Self::generator_frame(g.id, g.frame_len.max(ethernet::HEADER_LEN as u16 + 3));
+                f[15..17].copy_from_slice(&port.0.to_be_bytes());
+                self.counters.generated += 1;
+                self.ingress(now, PacketSource::Generator(g.id), f, out);
+            }
+        }
+    }
+
+    /// A packet-generator frame of `len` bytes (at least the Ethernet
+    /// header and one byte): generator ethertype, `id` in the first payload
+    /// byte.
+    fn generator_frame(id: u8, len: u16) -> BytesMut {
+        let mut f = BytesMut::zeroed((len as usize).max(ethernet::HEADER_LEN + 1));
+        f[12..14].copy_from_slice(&GENERATOR_ETHERTYPE.to_be_bytes());
+        f[14] = id;
+        f
     }
 
     /// A link's rate changed (degrade/restore).
@@ -526,24 +584,28 @@ impl Switch {
                 Timer::Generator(i) => {
                     if let Some(g) = self.generators.get(i as usize).copied() {
                         self.timers.push(Reverse((t + g.period_ns.max(1), Timer::Generator(i))));
-                        let mut f = BytesMut::zeroed((g.frame_len as usize).max(ethernet::HEADER_LEN + 1));
-                        f[12..14].copy_from_slice(&GENERATOR_ETHERTYPE.to_be_bytes());
-                        f[14] = g.id;
+                        let f = Self::generator_frame(g.id, g.frame_len);
                         self.counters.generated += 1;
                         self.ingress(now, PacketSource::Generator(g.id), f, out);
                     }
                 }
                 Timer::CpuWrites => {
-                    while let Some(&(at, reg, idx, v)) = self.cpu_writes.front() {
+                    while let Some(&(at, w)) = self.cpu_writes.front() {
                         if at > now {
                             break;
                         }
                         self.cpu_writes.pop_front();
-                        if let Err(e) = self.regs.cpu_write(reg, idx, v) {
+                        let r = match w {
+                            CpuWrite::Register(reg, idx, v) => self.regs.cpu_write(reg, idx, v),
+                            CpuWrite::Table(t, k, d) => self.tables.cpu_write(t, k, d),
+                        };
+                        if let Err(e) = r {
                             self.program_error(e);
                         }
                     }
                 }
+                Timer::CpuPortStatus(p, up) => self.run_cpu(now, CpuEvent::PortStatus(PortId(p), up), out),
+                Timer::CpuAlarm(token) => self.run_cpu(now, CpuEvent::Timer(token), out),
             }
         }
     }
@@ -577,6 +639,15 @@ impl Switch {
             PacketSource::Recirculated { original, .. } => Some(original),
             _ => None,
         };
+        // Generator and program-made internal frames (e.g. ConWeave's
+        // resume-timer packets) enter from the generator or recirculation;
+        // any other frame of another ethertype is foreign.
+        let foreign = match info.kind {
+            FrameKind::Other(t) => {
+                !(t == GENERATOR_ETHERTYPE && matches!(source, PacketSource::Generator(_) | PacketSource::Recirculated { .. }))
+            }
+            _ => false,
+        };
         match info.kind {
             FrameKind::Pfc => {
                 if let (PacketSource::Port(p), Some(r)) = (source, info.pfc(&frame)) {
@@ -590,34 +661,35 @@ impl Switch {
                 }
                 return;
             }
-            // Generator and program-made internal frames (e.g. ConWeave's
-            // resume-timer packets) enter from the generator or recirculation.
-            FrameKind::Other(t)
-                if !(t == GENERATOR_ETHERTYPE && matches!(source, PacketSource::Generator(_) | PacketSource::Recirculated { .. })) =>
-            {
+            // Another ethertype reaches the program only if it claims it.
+            FrameKind::Other(_) if foreign && !self.program.claim(&info, false) => {
                 self.counters.drop_unknown_ethertype += 1;
                 return;
             }
             _ => {}
         }
         let mut group: &[weft_wire::ids::PortId] = &[];
-        let mut dst_leaf = None;
+        let mut route_data = None;
+        // IPv4 to the switch's own address reaches the program if it claims
+        // it (its control messages), with no route, no TTL check.
+        let for_switch = info.ip.is_some_and(|ip| ip.dst == self.address) && self.program.claim(&info, true);
+        let claimed = for_switch || foreign;
         if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
             let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
             if dst_mac != self.ports[p.index()].spec.mac {
                 self.counters.drop_not_for_us += 1;
                 return;
             }
-            if ip.ttl <= 1 {
+            if ip.ttl <= 1 && !for_switch {
                 self.counters.drop_ttl += 1;
                 return;
             }
         }
-        if let Some(ip) = info.ip {
-            match self.routes.lookup_with_leaf(ip.dst) {
-                Some((g, leaf)) => {
+        if let (Some(ip), false) = (info.ip, for_switch) {
+            match self.routes.lookup_with_data(ip.dst) {
+                Some((g, data)) => {
                     group = g;
-                    dst_leaf = leaf;
+                    route_data = data;
                 }
                 None => {
                     self.counters.drop_no_route += 1;
@@ -638,10 +710,12 @@ impl Switch {
             depths: &snapshot,
             rng: &mut self.rng,
             hash_seed: self.hash_seed,
-            dst_leaf,
+            route_data,
+            claimed,
             decision: IngressDecision::default(),
             routes: &self.routes,
             registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Ingress)),
+            tables: &self.tables,
         };
         let result = self.program.ingress(&mut cx);
         let decision = std::mem::take(&mut cx.decision);
@@ -660,62 +734,67 @@ impl Switch {
                 }
             }
         }
-        for e in decision.emit {
+        self.emit_frames(now, decision.emit, in_port, out);
+        if let Some(m) = decision.mirror {
+            self.mirror(now, &frame, m, out);
+        }
+        match decision.verdict {
+            Verdict::Consume => self.counters.consumed_by_program += 1,
+            Verdict::Drop | Verdict::Undecided => self.counters.drop_program += 1,
+            Verdict::Recirculate => {
+                let (original, pass) = match source {
+                    PacketSource::Recirculated { original, pass } => (original, pass.saturating_add(1)),
+                    PacketSource::Port(p) => (p, 1),
+                    _ => (PortId(u16::MAX), 1),
+                };
+                self.recirculate(now, frame, original, pass, out);
+            }
+            Verdict::ToCpu => {
+                self.counters.to_cpu += 1;
+                let cp = self.cpu_port();
+                self.enqueue(now, cp, QueueId(0), frame, None, 0, out);
+            }
+            Verdict::Forward(egress) if egress.index() >= self.ports.len() => self.counters.drop_program += 1,
+            Verdict::Forward(egress) => {
+                // One routed hop: TTL - 1 (checksum updated incrementally).
+                // Only for routed packets from a front-panel port, so
+                // recirculation costs no TTL.
+                if info.ip.is_some() && matches!(source, PacketSource::Port(_)) && !for_switch {
+                    ipv4::Packet::new_unchecked(&mut frame[info.l3_offset as usize..]).decrement_ttl();
+                }
+                Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
+                let queue = decision.queue.unwrap_or_else(|| self.default_queue(&info));
+                let in_port = in_port.filter(|p| p.index() < self.ports.len());
+                self.enqueue(now, egress, queue, frame, in_port, decision.bridged, out);
+            }
+        }
+    }
+
+    /// Sends frames a pipeline made ([`EmittedFrame`]) to their targets.
+    fn emit_frames(&mut self, now: Nanos, frames: Vec<EmittedFrame>, in_port: Option<PortId>, out: &mut Vec<Transmit>) {
+        for e in frames {
             self.counters.mirrored += 1;
             match e.target {
                 EmitTarget::Port(p, q) if p.index() < self.ports.len() => {
                     let mut f = e.frame;
                     Self::rewrite_l2(&self.ports[p.index()].spec, &mut f);
-                    self.enqueue(now, p, q, f, None, out);
+                    self.enqueue(now, p, q, f, None, 0, out);
                 }
                 EmitTarget::Port(..) => self.counters.drop_program += 1,
                 EmitTarget::Recirculate => self.recirculate(now, e.frame, in_port.unwrap_or(PortId(u16::MAX)), 1, out),
             }
         }
-        if let Some(m) = decision.mirror {
-            let mut copy = BytesMut::from(&frame[..m.truncate.map_or(frame.len(), |t| (t as usize).min(frame.len()))]);
-            let target = m.port.unwrap_or(self.cpu_port());
-            if target.index() < self.ports.len() {
-                Self::rewrite_l2(&self.ports[target.index()].spec, &mut copy);
-            }
-            self.counters.mirrored += 1;
-            self.enqueue(now, target, m.queue, copy, None, out);
+    }
+
+    /// A mirrored copy of `frame` (truncated as asked) to a port or the CPU.
+    fn mirror(&mut self, now: Nanos, frame: &[u8], m: MirrorRequest, out: &mut Vec<Transmit>) {
+        let mut copy = BytesMut::from(&frame[..m.truncate.map_or(frame.len(), |t| (t as usize).min(frame.len()))]);
+        let target = m.port.unwrap_or(self.cpu_port());
+        if target.index() < self.ports.len() {
+            Self::rewrite_l2(&self.ports[target.index()].spec, &mut copy);
         }
-        if decision.consume {
-            self.counters.consumed_by_program += 1;
-            return;
-        }
-        if decision.drop {
-            self.counters.drop_program += 1;
-            return;
-        }
-        if decision.recirculate {
-            let (original, pass) = match source {
-                PacketSource::Recirculated { original, pass } => (original, pass.saturating_add(1)),
-                PacketSource::Port(p) => (p, 1),
-                _ => (PortId(u16::MAX), 1),
-            };
-            self.recirculate(now, frame, original, pass, out);
-            return;
-        }
-        if decision.to_cpu {
-            self.counters.to_cpu += 1;
-            let cp = self.cpu_port();
-            self.enqueue(now, cp, QueueId(0), frame, None, out);
-            return;
-        }
-        let Some(egress) = decision.egress_port.filter(|p| p.index() < self.ports.len()) else {
-            self.counters.drop_program += 1;
-            return;
-        };
-        // One routed hop: TTL - 1 (checksum updated incrementally). Only for
-        // packets from a front-panel port, so recirculation costs no TTL.
-        if info.ip.is_some() && matches!(source, PacketSource::Port(_)) {
-            ipv4::Packet::new_unchecked(&mut frame[info.l3_offset as usize..]).decrement_ttl();
-        }
-        Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
-        let queue = decision.queue.unwrap_or_else(|| self.default_queue(&info));
-        self.enqueue(now, egress, queue, frame, in_port.filter(|p| p.index() < self.ports.len()), out);
+        self.counters.mirrored += 1;
+        self.enqueue(now, target, m.queue, copy, None, 0, out);
     }
 
     fn rewrite_l2(spec: &PortSpec, frame: &mut BytesMut) {
@@ -736,7 +815,19 @@ impl Switch {
         }
     }
 
-    fn enqueue(&mut self, now: Nanos, port: PortId, queue: QueueId, frame: BytesMut, in_port: Option<PortId>, out: &mut Vec<Transmit>) {
+    /// Admits `frame` to `queue` of `port` (`in_port` and `bridged` travel
+    /// with it to the egress pipeline).
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        queue: QueueId,
+        frame: BytesMut,
+        in_port: Option<PortId>,
+        bridged: u32,
+        out: &mut Vec<Transmit>,
+    ) {
         if port.index() < self.ports.len() && !self.port_up[port.index()] {
             self.counters.drop_link_down += 1;
             return;
@@ -749,18 +840,20 @@ impl Switch {
             && self.ports[port.index()].mac_control.is_empty()
         {
             match self.tm.pass_through(now, port, queue, frame, &mut self.rng) {
-                Ok(d) => {
+                Ok(mut d) => {
+                    d.pkt.ingress_port = in_port;
+                    d.pkt.bridged = bridged;
                     self.depart(now, port, d, out);
                     return;
                 }
-                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, port, queue, f, in_port, 0, out),
+                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, port, queue, f, in_port, bridged, out),
                 Err(PassThrough::Dropped(_)) => {
                     self.counters.drop_tm += 1;
                     return;
                 }
             }
         }
-        self.enqueue_slow(now, port, queue, frame, in_port, 0, out);
+        self.enqueue_slow(now, port, queue, frame, in_port, bridged, out);
     }
 
     /// Admits `frame` to the traffic manager (`bridged`: metadata that
@@ -881,7 +974,7 @@ impl Switch {
         .emit(&mut f[ethernet::HEADER_LEN..]);
         self.counters.arp_replies += 1;
         let cq = self.tm.config().control_queue();
-        self.enqueue(now, port, cq, f, None, out);
+        self.enqueue(now, port, cq, f, None, 0, out);
     }
 
     /// Starts a transmission on an idle port, or arms its timer.
@@ -923,6 +1016,9 @@ impl Switch {
         let mut cx = EgressCx {
             now,
             frame: &mut d.pkt.frame,
+            in_port: d.pkt.ingress_port,
+            bridged: d.pkt.bridged,
+            rng: &mut self.rng,
             port,
             port_rate,
             queue: d.queue,
@@ -933,9 +1029,13 @@ impl Switch {
             drop: false,
             flow_control: Vec::new(),
             registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Egress)),
+            tables: &self.tables,
+            emit: Vec::new(),
+            mirror: None,
         };
         let r = self.program.egress(&mut cx);
         let (dropped, fcs) = (cx.drop, std::mem::take(&mut cx.flow_control));
+        let (emit, mirror) = (std::mem::take(&mut cx.emit), cx.mirror.take());
         for fc in fcs {
             if fc.pause {
                 self.tm.pause_queue(fc.port, fc.queue);
@@ -947,15 +1047,25 @@ impl Switch {
             self.program_error(e);
             return false;
         }
+        if let Some(m) = mirror {
+            self.mirror(now, &d.pkt.frame, m, out);
+        }
         if dropped {
             self.counters.drop_program += 1;
+            self.emit_frames(now, emit, d.pkt.ingress_port, out);
             return false;
         }
         if d.mark_ce && mark_ce(&mut d.pkt.frame) {
             self.counters.ecn_marks += 1;
             self.tm.count_mark(port, d.queue);
         }
+        let in_port = d.pkt.ingress_port;
         self.transmit(now, port, d.pkt.frame, out);
+        // Frames egress made leave after this packet (the port is busy now,
+        // so one emitted to this port queues behind it).
+        if !emit.is_empty() {
+            self.emit_frames(now, emit, in_port, out);
+        }
         true
     }
 
@@ -1008,24 +1118,58 @@ impl Switch {
                 InternalKind::Recirculate { original, pass } => {
                     self.ingress(now, PacketSource::Recirculated { original, pass }, frame, out);
                 }
-                InternalKind::Cpu => {
-                    let mut cx = CpuCx { now, register_writes: Vec::new(), send: Vec::new(), regs: &self.regs };
-                    self.program.cpu_receive(&mut cx, &frame);
-                    let (writes, sends) = (cx.register_writes, cx.send);
-                    let at = now + self.cfg.cpu_latency_ns;
-                    for (r, i, v) in writes {
-                        self.cpu_writes.push_back((at, r, i, v));
-                    }
-                    if !self.cpu_writes.is_empty() {
-                        self.timers.push(Reverse((at, Timer::CpuWrites)));
-                    }
-                    for (p, f) in sends {
-                        if p.index() < self.ports.len() {
-                            let cq = self.tm.config().control_queue();
-                            self.enqueue(now, p, cq, f, None, out);
-                        }
-                    }
-                }
+                InternalKind::Cpu => self.run_cpu(now, CpuEvent::Packet(&frame), out),
+            }
+        }
+    }
+
+    /// The switch CPU handles one event: the program's CPU hook runs with
+    /// a view of registers, tables, ports and queues; its register and
+    /// table writes apply after the control-plane latency (in order), its
+    /// timers are armed, its frames leave at once in the control queue.
+    fn run_cpu(&mut self, now: Nanos, event: CpuEvent<'_>, out: &mut Vec<Transmit>) {
+        let port_stats: Vec<PortStats> = self
+            .ports
+            .iter()
+            .map(|p| PortStats {
+                rx_frames: p.counters.rx_frames,
+                rx_bytes: p.counters.rx_bytes,
+                tx_frames: p.counters.tx_frames,
+                tx_bytes: p.counters.tx_bytes,
+            })
+            .collect();
+        let mut cx = CpuCx {
+            now,
+            register_writes: Vec::new(),
+            table_writes: Vec::new(),
+            timers: Vec::new(),
+            send: Vec::new(),
+            regs: &self.regs,
+            tables: &self.tables,
+            port_up: &self.port_up,
+            port_stats: &port_stats,
+            depths: &self.tm,
+        };
+        match event {
+            CpuEvent::Packet(frame) => self.program.cpu_receive(&mut cx, frame),
+            CpuEvent::PortStatus(port, up) => self.program.cpu_port_status(&mut cx, port, up),
+            CpuEvent::Timer(token) => self.program.cpu_timer(&mut cx, token),
+        }
+        let CpuCx { register_writes, table_writes, timers, send, .. } = cx;
+        let at = now + self.cfg.cpu_latency_ns;
+        let writes = register_writes.len() + table_writes.len();
+        self.cpu_writes.extend(register_writes.into_iter().map(|(r, i, v)| (at, CpuWrite::Register(r, i, v))));
+        self.cpu_writes.extend(table_writes.into_iter().map(|(t, k, d)| (at, CpuWrite::Table(t, k, d))));
+        if writes > 0 {
+            self.timers.push(Reverse((at, Timer::CpuWrites)));
+        }
+        for (t, token) in timers {
+            self.timers.push(Reverse((t.max(now), Timer::CpuAlarm(token))));
+        }
+        for (p, f) in send {
+            if p.index() < self.ports.len() {
+                let cq = self.tm.config().control_queue();
+                self.enqueue(now, p, cq, f, None, 0, out);
             }
         }
     }

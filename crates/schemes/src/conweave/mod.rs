@@ -87,7 +87,7 @@ use super::ecmp::{flow_hash, select_resilient};
 use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
 use frames::{Connection, TimerInfo};
 use std::collections::BTreeMap;
-use weft_tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, SwitchView};
+use weft_tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, SwitchView, Verdict};
 use weft_tofino::SwitchRole;
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId, TmConfig};
 use weft_wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
@@ -457,7 +457,7 @@ impl ConWeave {
             Some(t) if cx.group.len() > 1 => flow_hash(cx.hash_seed, t, true),
             _ => 0,
         };
-        cx.decision.egress_port = select_resilient(cx.group, cx.port_up, h).0;
+        cx.forward_to(select_resilient(cx.group, cx.port_up, h).0);
     }
 
     /// Number of paths from this ToR and the port/path-id of path index `i`.
@@ -478,7 +478,7 @@ impl ConWeave {
 
     fn ingress_source(&mut self, cx: &mut IngressCx<'_>, bth: usize) -> Result<(), ProgramError> {
         let Some(ip) = cx.info.ip else { return Ok(()) };
-        let Some(dst_leaf) = cx.dst_leaf else {
+        let Some(dst_leaf) = cx.route_data.map(|d| d as u16) else {
             self.c.fallback_packets += 1;
             self.ecmp(cx);
             return Ok(());
@@ -640,11 +640,11 @@ impl ConWeave {
         let idx = h % self.conn_entries;
         let now32 = cx.now as u32;
         let reply = self.times.reply;
-        cx.decision.consume = true;
+        cx.consume();
         match bits.opcode {
             CwOpcode::Notify => {
                 self.c.notify_received += 1;
-                if let Some(leaf) = cx.leaf_of(ip.src) {
+                if let Some(leaf) = cx.route_data_of(ip.src).map(|d| d as u16) {
                     let (k, e) = Self::busy_slot(leaf, self.path_index(bits.path));
                     let until = now32.wrapping_add(self.times.path_busy as u32).max(1);
                     cx.register(self.regs.path_busy[k], e, |_| (until as u64, ()))?;
@@ -866,7 +866,7 @@ impl ConWeave {
 
     fn timer_pass(&mut self, cx: &mut IngressCx<'_>, t: TimerInfo) -> Result<(), ProgramError> {
         self.c.timer_passes += 1;
-        cx.decision.consume = true;
+        cx.consume();
         let n = self.n_reorder(self.queues_per_port);
         if t.queue == 0 || t.queue > n {
             return Ok(());
@@ -906,12 +906,10 @@ impl ConWeave {
                 cx.resume_queue(port, q);
                 let clear = CwBits { path: t.path, opcode: CwOpcode::Clear, epoch: t.epoch, rerouted: false, tail: false };
                 self.send_control(cx, t.conn, clear);
-                cx.decision.consume = false;
-                cx.decision.recirculate = true;
+                cx.decision.verdict = Verdict::Recirculate;
             }
             Act::Wait => {
-                cx.decision.consume = false;
-                cx.decision.recirculate = true;
+                cx.decision.verdict = Verdict::Recirculate;
             }
         }
         Ok(())
@@ -955,6 +953,10 @@ impl ConWeave {
 }
 
 impl Program for ConWeave {
+    /// The destination's leaf index (per-destination-ToR state).
+    fn route_data(&self, route: &weft_tofino::l3::Route) -> Option<u32> {
+        crate::leaf_of_route(route)
+    }
     fn name(&self) -> &'static str {
         "conweave"
     }
@@ -1037,7 +1039,7 @@ impl Program for ConWeave {
             if let Some(t) = frames::parse_timer(cx.frame) {
                 return self.timer_pass(cx, t);
             }
-            cx.decision.drop = true;
+            cx.drop_packet();
             return Ok(());
         }
         let Some(ip) = cx.info.ip else {
@@ -1077,7 +1079,7 @@ impl Program for ConWeave {
         // common for all flows"). By traffic class it would land in a queue
         // that this program made a strict-priority reorder queue: it would
         // overtake every flow of Q_0 and could itself be held by a pause.
-        let towards_host = self.leaf && cx.decision.egress_port.is_some_and(|p| self.faces_host(p));
+        let towards_host = self.leaf && cx.decision.verdict.forward_port().is_some_and(|p| self.faces_host(p));
         if towards_host && cx.decision.queue.is_none() && ip.dscp >> 3 < weft_tofino::CONTROL_TRAFFIC_CLASS {
             cx.decision.queue = Some(QueueId(0));
         }
