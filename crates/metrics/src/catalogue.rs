@@ -48,6 +48,7 @@ const fn m(name: &'static str, kind: Kind, labels: &'static [&'static str], unit
     MetricSpec { name, kind, labels, unit, help }
 }
 
+use weft_schemes::REGISTRY;
 use Kind::{Counter as C, Gauge as G, Histogram as H};
 
 const PORT: &[&str] = &["switch", "port", "link"];
@@ -137,71 +138,26 @@ pub const SLOWDOWN_BOUNDS: &[f64] = &[1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 7.5, 1
 /// Histogram bounds of `weft_actor_deadline_lag_seconds`.
 pub const LAG_BOUNDS: &[f64] = &[1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1];
 
-/// A scheme's counter: exported as `weft_scheme_<name>_total{switch, scheme}`.
-pub const SCHEME_COUNTERS: &[(&str, &str)] = &[
-    ("ecmp_failover_packets", "Packets ECMP sent to another member because the hashed uplink was down."),
-    ("conweave_reroutes", "Connections the source ToR moved to a new path (RTT_REPLY timeout → TAIL + REROUTED)."),
-    ("conweave_reroute_aborted_all_busy", "Reroutes abandoned because both sampled paths were busy (NOTIFY)."),
-    ("conweave_epochs", "Epochs started at the source ToR."),
-    ("conweave_epochs_by_inactivity", "Epochs started by θ_inactive instead of CLEAR."),
-    ("conweave_path_changes_after_inactivity", "Connections that moved to a non-busy path after inactivity."),
-    ("conweave_rtt_requests", "RTT_REQUEST marks sent (one per epoch)."),
-    ("conweave_rtt_replies_sent", "RTT_REPLY control packets the destination ToR sent."),
-    ("conweave_rtt_replies_in_time", "RTT_REPLYs that arrived within θ_reply."),
-    ("conweave_rtt_reply_timeouts", "θ_reply expiries (a reroute is attempted)."),
-    ("conweave_notify_sent", "NOTIFY packets sent for CE-marked data (path congested)."),
-    ("conweave_notify_received", "NOTIFY packets received (path busy for θ_path_busy)."),
-    ("conweave_clear_sent", "CLEAR packets the destination ToR sent (epoch done)."),
-    ("conweave_clear_received", "CLEAR packets the source ToR received."),
-    ("conweave_tail_packets", "Packets marked TAIL (last on the old path)."),
-    ("conweave_rerouted_packets", "Packets marked REROUTED (on the new path)."),
-    ("conweave_held_packets", "REROUTED packets held in a paused reorder queue until the TAIL."),
-    ("conweave_reorder_queues_allocated", "Reorder queues allocated at the destination ToR."),
-    ("conweave_reorder_alloc_failures", "REROUTED packets that found no free reorder queue (sent through queue 0)."),
-    ("conweave_resume_on_tail", "Reorder queues resumed by their TAIL."),
-    ("conweave_resume_expiries", "Reorder queues flushed at T_resume (TAIL late or lost)."),
-    ("conweave_timer_passes", "Recirculations of the T_resume timer packet."),
-    ("conweave_fallback_packets", "Packets forwarded by ECMP (non-RoCE, ACK/NAK/CNP, intra-rack, collisions)."),
-    ("conweave_conn_collisions", "Connections whose table entry another active connection held (ECMP fallback)."),
-    ("conga_flowlets", "Flowlets started (gap > flowlet timeout)."),
-    ("conga_path_changes", "Flowlets that took another uplink than the previous one."),
-    ("conga_encapsulated", "Packets encapsulated in the VXLAN overlay at the source leaf."),
-    ("conga_decapsulated", "Packets decapsulated at the destination leaf."),
-    ("conga_unencapsulated_oversize", "Packets sent without the overlay because they would exceed the MTU."),
-    ("conga_feedback_sent", "Congestion-From-Leaf metrics piggy-backed to a source leaf (FB_LBTag/FB_Metric)."),
-    ("conga_feedback_received", "Feedback metrics written into the Congestion-To-Leaf table."),
-    ("conga_ce_raised", "Times a fabric port raised the overlay CE field (hop-by-hop max)."),
-    ("letflow_flowlets", "Flowlets started (gap > flowlet timeout)."),
-    ("letflow_path_changes", "Flowlets that took another uplink than the previous one."),
-    ("drill_decisions", "Per-packet DRILL decisions (2 samples + remembered best)."),
-    ("drill_path_changes", "Decisions that chose another port than the remembered best."),
-];
+/// Every scheme's counters (name, help): `weft_scheme_<name>_total{switch, scheme}`.
+pub fn scheme_counters() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    REGISTRY.iter().flat_map(|s| s.metrics.counters)
+}
 
-/// A scheme's per-switch gauge: `weft_scheme_<name>{switch, scheme}`.
-pub const SCHEME_GAUGES: &[(&str, &str, &str)] =
-    &[("conweave_reorder_buffer_bytes", "bytes", "Bytes held in ConWeave reorder queues of the switch (sampled every 10 µs).")];
+/// Every scheme's per-switch gauges (name, unit, help): `weft_scheme_<name>{switch, scheme}`.
+pub fn scheme_gauges() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {
+    REGISTRY.iter().flat_map(|s| s.metrics.gauges)
+}
 
-/// A scheme's per-port gauge: `weft_scheme_<name>{switch, scheme, port}`.
-pub const SCHEME_PORT_GAUGES: &[(&str, &str, &str)] = &[
-    ("conweave_reorder_queues_in_use", "queues", "Reorder queues allocated on a host-facing port now (of 31)."),
-    ("conga_local_metric", "3-bit level", "CONGA's quantised DRE of a fabric port (0–7), as the leaf's decision sees it."),
-];
+/// Every scheme's per-port gauges: `weft_scheme_<name>{switch, scheme, port}`.
+pub fn scheme_port_gauges() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {
+    REGISTRY.iter().flat_map(|s| s.metrics.port_gauges)
+}
 
-/// A scheme's sampled distribution: histogram `weft_scheme_<name>{switch, scheme}` with these bounds.
-pub const SCHEME_DISTRIBUTIONS: &[(&str, &str, &str, &[f64])] = &[
-    (
-        "conweave_reorder_queues_per_port",
-        "queues",
-        "Reorder queues in use per host-facing port, sampled every 10 µs of fabric time.",
-        &[0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 31.0],
-    ),
-    (
-        "conweave_reorder_buffer_bytes_per_switch",
-        "bytes",
-        "Bytes in reorder queues per switch, sampled every 10 µs of fabric time.",
-        &[0.0, 1e3, 1e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2.5e6, 5e6, 1e7],
-    ),
-];
+/// Every scheme's sampled distributions (name, unit, help, bounds):
+/// histogram `weft_scheme_<name>{switch, scheme}`.
+pub fn scheme_distributions() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str, &'static [f64])> {
+    REGISTRY.iter().flat_map(|s| s.metrics.distributions)
+}
 
 /// The spec of a fixed metric.
 pub fn spec(name: &str) -> Option<&'static MetricSpec> {
@@ -215,14 +171,14 @@ pub fn describe(name: &str) -> Option<(String, Kind)> {
     }
     let inner = name.strip_prefix("weft_scheme_")?;
     if let Some(c) = inner.strip_suffix("_total") {
-        if let Some((_, h)) = SCHEME_COUNTERS.iter().find(|(n, _)| *n == c) {
+        if let Some((_, h)) = scheme_counters().find(|(n, _)| *n == c) {
             return Some((h.to_string(), Kind::Counter));
         }
     }
-    if let Some((_, _, h)) = SCHEME_GAUGES.iter().chain(SCHEME_PORT_GAUGES).find(|(n, _, _)| *n == inner) {
+    if let Some((_, _, h)) = scheme_gauges().chain(scheme_port_gauges()).find(|(n, _, _)| *n == inner) {
         return Some((h.to_string(), Kind::Gauge));
     }
-    SCHEME_DISTRIBUTIONS.iter().find(|(n, ..)| *n == inner).map(|(_, _, h, _)| (h.to_string(), Kind::Histogram))
+    scheme_distributions().find(|(n, ..)| *n == inner).map(|(_, _, h, _)| (h.to_string(), Kind::Histogram))
 }
 
 /// The catalogue as a Markdown table (`weft metrics`).
@@ -234,16 +190,16 @@ pub fn markdown() -> String {
     for x in METRICS {
         row(&mut s, x.name, x.kind, x.labels, x.unit, x.help);
     }
-    for (n, h) in SCHEME_COUNTERS {
+    for (n, h) in scheme_counters() {
         row(&mut s, &format!("weft_scheme_{n}_total"), Kind::Counter, SWITCH, "events", h);
     }
-    for (n, u, h) in SCHEME_GAUGES {
+    for (n, u, h) in scheme_gauges() {
         row(&mut s, &format!("weft_scheme_{n}"), Kind::Gauge, SWITCH, u, h);
     }
-    for (n, u, h) in SCHEME_PORT_GAUGES {
+    for (n, u, h) in scheme_port_gauges() {
         row(&mut s, &format!("weft_scheme_{n}"), Kind::Gauge, &["switch", "scheme", "port"], u, h);
     }
-    for (n, u, h, _) in SCHEME_DISTRIBUTIONS {
+    for (n, u, h, _) in scheme_distributions() {
         row(&mut s, &format!("weft_scheme_{n}"), Kind::Histogram, SWITCH, u, h);
     }
     s

@@ -11,7 +11,7 @@
 //! Invariant: counters only grow between two collections of the same node
 //! (histogram observations are added once per completed flow).
 
-use crate::catalogue::{FCT_BOUNDS, LAG_BOUNDS, SCHEME_DISTRIBUTIONS, SLOWDOWN_BOUNDS};
+use crate::catalogue::{scheme_distributions, FCT_BOUNDS, LAG_BOUNDS, SLOWDOWN_BOUNDS};
 use crate::families::FamilySet;
 use rustc_hash::FxHashMap;
 use weft_core::fabric::FabricSpec;
@@ -305,7 +305,7 @@ impl NodeMetrics {
             out.gauge(&format!("weft_scheme_{n}"), &[("switch", name), ("scheme", scheme), ("port", ps.as_str())], v);
         }
         for (n, dist) in s.scheme_distributions() {
-            let Some((_, _, _, bounds)) = SCHEME_DISTRIBUTIONS.iter().find(|(d, ..)| *d == n) else { continue };
+            let Some((_, _, _, bounds)) = scheme_distributions().find(|(d, ..)| *d == n) else { continue };
             let mut h = Hist::new(bounds);
             for (v, k) in dist {
                 let i = bounds.iter().position(|b| v as f64 <= *b).unwrap_or(bounds.len());

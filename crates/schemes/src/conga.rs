@@ -436,3 +436,28 @@ impl Program for Conga {
         ]
     }
 }
+
+/// The registry entry of `conga` (see [`crate::REGISTRY`]).
+pub const SCHEME: crate::Scheme = crate::Scheme {
+    info,
+    build: |p| Ok(Box::new(Conga::from_params(p)?)),
+    metrics: crate::SchemeMetrics {
+        counters: &[
+            ("conga_flowlets", "Flowlets started (gap > flowlet timeout)."),
+            ("conga_path_changes", "Flowlets that took another uplink than the previous one."),
+            ("conga_encapsulated", "Packets encapsulated in the VXLAN overlay at the source leaf."),
+            ("conga_decapsulated", "Packets decapsulated at the destination leaf."),
+            ("conga_unencapsulated_oversize", "Packets sent without the overlay because they would exceed the MTU."),
+            ("conga_feedback_sent", "Congestion-From-Leaf metrics piggy-backed to a source leaf (FB_LBTag/FB_Metric)."),
+            ("conga_feedback_received", "Feedback metrics written into the Congestion-To-Leaf table."),
+            ("conga_ce_raised", "Times a fabric port raised the overlay CE field (hop-by-hop max)."),
+        ],
+        gauges: &[],
+        port_gauges: &[(
+            "conga_local_metric",
+            "3-bit level",
+            "CONGA's quantised DRE of a fabric port (0–7), as the leaf's decision sees it.",
+        )],
+        distributions: &[],
+    },
+};

@@ -120,3 +120,18 @@ impl Program for Drill {
         vec![("drill_decisions", self.decisions), ("drill_path_changes", self.path_changes)]
     }
 }
+
+/// The registry entry of `drill` (see [`crate::REGISTRY`]).
+pub const SCHEME: crate::Scheme = crate::Scheme {
+    info,
+    build: |p| Ok(Box::new(Drill::from_params(p)?)),
+    metrics: crate::SchemeMetrics {
+        counters: &[
+            ("drill_decisions", "Per-packet DRILL decisions (2 samples + remembered best)."),
+            ("drill_path_changes", "Decisions that chose another port than the remembered best."),
+        ],
+        gauges: &[],
+        port_gauges: &[],
+        distributions: &[],
+    },
+};

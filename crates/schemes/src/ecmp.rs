@@ -125,6 +125,18 @@ impl Program for Ecmp {
     }
 }
 
+/// The registry entry of `ecmp` (see [`crate::REGISTRY`]).
+pub const SCHEME: crate::Scheme = crate::Scheme {
+    info,
+    build: |p| Ok(Box::new(Ecmp::from_params(p)?)),
+    metrics: crate::SchemeMetrics {
+        counters: &[("ecmp_failover_packets", "Packets ECMP sent to another member because the hashed uplink was down.")],
+        gauges: &[],
+        port_gauges: &[],
+        distributions: &[],
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,3 +84,18 @@ impl Program for LetFlow {
         vec![("letflow_flowlets", self.flowlets), ("letflow_path_changes", self.path_changes)]
     }
 }
+
+/// The registry entry of `letflow` (see [`crate::REGISTRY`]).
+pub const SCHEME: crate::Scheme = crate::Scheme {
+    info,
+    build: |p| Ok(Box::new(LetFlow::from_params(p)?)),
+    metrics: crate::SchemeMetrics {
+        counters: &[
+            ("letflow_flowlets", "Flowlets started (gap > flowlet timeout)."),
+            ("letflow_path_changes", "Flowlets that took another uplink than the previous one."),
+        ],
+        gauges: &[],
+        port_gauges: &[],
+        distributions: &[],
+    },
+};

@@ -94,17 +94,45 @@ pub enum SchemeError {
 /// Raw parameter overrides: name → value text.
 pub type Params = BTreeMap<String, String>;
 
+/// What a scheme exports besides the switch's own metrics (DESIGN §9),
+/// names without their `weft_scheme_` prefix, each with its help text.
+#[derive(Debug, Clone, Copy)]
+pub struct SchemeMetrics {
+    /// Counters (name, help): `weft_scheme_<name>_total{switch, scheme}`.
+    pub counters: &'static [(&'static str, &'static str)],
+    /// Per-switch gauges (name, unit, help).
+    pub gauges: &'static [(&'static str, &'static str, &'static str)],
+    /// Per-port gauges (name, unit, help).
+    pub port_gauges: &'static [(&'static str, &'static str, &'static str)],
+    /// Sampled distributions (name, unit, help, histogram bounds).
+    pub distributions: &'static [(&'static str, &'static str, &'static str, &'static [f64])],
+}
+
+/// One scheme: everything the rest of weft knows of it. Adding a scheme is
+/// its module plus one line in [`REGISTRY`].
+#[derive(Debug, Clone, Copy)]
+pub struct Scheme {
+    /// Name, source, summary and parameters (`weft schemes`).
+    pub info: fn() -> SchemeInfo,
+    /// Builds the program from parameters already checked against `info`.
+    pub build: fn(&Params) -> Result<Box<dyn Program>, SchemeError>,
+    /// Its metrics.
+    pub metrics: SchemeMetrics,
+}
+
 /// Every scheme weft has.
+pub const REGISTRY: &[Scheme] = &[ecmp::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME];
+
+/// Every scheme's information, in registry order.
 pub fn catalog() -> Vec<SchemeInfo> {
-    vec![ecmp::info(), letflow::info(), drill::info(), conga::info(), conweave::info()]
+    REGISTRY.iter().map(|s| (s.info)()).collect()
 }
 
 /// Builds scheme `name` with `params` (unknown parameters are errors).
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeError> {
-    let info = catalog().into_iter().find(|s| s.name == name).ok_or_else(|| SchemeError::Unknown {
-        name: name.into(),
-        known: catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
-    })?;
+    let Some((scheme, info)) = REGISTRY.iter().map(|s| (s, (s.info)())).find(|(_, i)| i.name == name) else {
+        return Err(SchemeError::Unknown { name: name.into(), known: catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", ") });
+    };
     for k in params.keys() {
         if !info.params.iter().any(|p| p.name == k) {
             return Err(SchemeError::UnknownParam {
@@ -114,14 +142,7 @@ pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeErro
             });
         }
     }
-    match name {
-        "ecmp" => Ok(Box::new(ecmp::Ecmp::from_params(params)?)),
-        "letflow" => Ok(Box::new(letflow::LetFlow::from_params(params)?)),
-        "drill" => Ok(Box::new(drill::Drill::from_params(params)?)),
-        "conweave" => Ok(Box::new(conweave::ConWeave::from_params(params)?)),
-        "conga" => Ok(Box::new(conga::Conga::from_params(params)?)),
-        _ => unreachable!("catalog and build disagree on {name}"),
-    }
+    (scheme.build)(params)
 }
 
 /// Parses parameter `key` of `scheme` from `params`, or returns `default`.

@@ -213,6 +213,26 @@ enum Timer {
     CpuAlarm(u64),
 }
 
+/// Where a packet is admitted, and the metadata that travels with it
+/// through the traffic manager to the egress pipeline (on the
+/// recirculation port: the original port and pass count, see
+/// `Switch::recirculate`).
+#[derive(Debug, Clone, Copy)]
+struct Admission {
+    port: PortId,
+    queue: QueueId,
+    in_port: Option<PortId>,
+    bridged: u32,
+}
+
+impl Admission {
+    /// A packet the switch or the program made: no ingress port, nothing
+    /// bridged.
+    fn plain(port: PortId, queue: QueueId) -> Self {
+        Admission { port, queue, in_port: None, bridged: 0 }
+    }
+}
+
 /// A control-plane write waiting for the control-plane latency.
 #[derive(Debug, Clone, Copy)]
 enum CpuWrite {
@@ -752,7 +772,7 @@ impl Switch {
             Verdict::ToCpu => {
                 self.counters.to_cpu += 1;
                 let cp = self.cpu_port();
-                self.enqueue(now, cp, QueueId(0), frame, None, 0, out);
+                self.enqueue(now, Admission::plain(cp, QueueId(0)), frame, out);
             }
             Verdict::Forward(egress) if egress.index() >= self.ports.len() => self.counters.drop_program += 1,
             Verdict::Forward(egress) => {
@@ -765,7 +785,7 @@ impl Switch {
                 Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
                 let queue = decision.queue.unwrap_or_else(|| self.default_queue(&info));
                 let in_port = in_port.filter(|p| p.index() < self.ports.len());
-                self.enqueue(now, egress, queue, frame, in_port, decision.bridged, out);
+                self.enqueue(now, Admission { port: egress, queue, in_port, bridged: decision.bridged }, frame, out);
             }
         }
     }
@@ -778,7 +798,7 @@ impl Switch {
                 EmitTarget::Port(p, q) if p.index() < self.ports.len() => {
                     let mut f = e.frame;
                     Self::rewrite_l2(&self.ports[p.index()].spec, &mut f);
-                    self.enqueue(now, p, q, f, None, 0, out);
+                    self.enqueue(now, Admission::plain(p, q), f, out);
                 }
                 EmitTarget::Port(..) => self.counters.drop_program += 1,
                 EmitTarget::Recirculate => self.recirculate(now, e.frame, in_port.unwrap_or(PortId(u16::MAX)), 1, out),
@@ -794,7 +814,7 @@ impl Switch {
             Self::rewrite_l2(&self.ports[target.index()].spec, &mut copy);
         }
         self.counters.mirrored += 1;
-        self.enqueue(now, target, m.queue, copy, None, 0, out);
+        self.enqueue(now, Admission::plain(target, m.queue), copy, out);
     }
 
     fn rewrite_l2(spec: &PortSpec, frame: &mut BytesMut) {
@@ -815,19 +835,10 @@ impl Switch {
         }
     }
 
-    /// Admits `frame` to `queue` of `port` (`in_port` and `bridged` travel
-    /// with it to the egress pipeline).
-    #[allow(clippy::too_many_arguments)]
-    fn enqueue(
-        &mut self,
-        now: Nanos,
-        port: PortId,
-        queue: QueueId,
-        frame: BytesMut,
-        in_port: Option<PortId>,
-        bridged: u32,
-        out: &mut Vec<Transmit>,
-    ) {
+    /// Admits `frame` as `a` says (through the cut-through fast path when
+    /// the port is idle).
+    fn enqueue(&mut self, now: Nanos, a: Admission, frame: BytesMut, out: &mut Vec<Transmit>) {
+        let Admission { port, queue, in_port, bridged } = a;
         if port.index() < self.ports.len() && !self.port_up[port.index()] {
             self.counters.drop_link_down += 1;
             return;
@@ -846,29 +857,19 @@ impl Switch {
                     self.depart(now, port, d, out);
                     return;
                 }
-                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, port, queue, f, in_port, bridged, out),
+                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, a, f, out),
                 Err(PassThrough::Dropped(_)) => {
                     self.counters.drop_tm += 1;
                     return;
                 }
             }
         }
-        self.enqueue_slow(now, port, queue, frame, in_port, bridged, out);
+        self.enqueue_slow(now, a, frame, out);
     }
 
-    /// Admits `frame` to the traffic manager (`bridged`: metadata that
-    /// travels with it, see [`Self::recirculate`]) and kicks the port.
-    #[allow(clippy::too_many_arguments)]
-    fn enqueue_slow(
-        &mut self,
-        now: Nanos,
-        port: PortId,
-        queue: QueueId,
-        frame: BytesMut,
-        in_port: Option<PortId>,
-        bridged: u32,
-        out: &mut Vec<Transmit>,
-    ) {
+    /// Admits `frame` to the traffic manager and kicks the port.
+    fn enqueue_slow(&mut self, now: Nanos, a: Admission, frame: BytesMut, out: &mut Vec<Transmit>) {
+        let Admission { port, queue, in_port, bridged } = a;
         let mut pfc = std::mem::take(&mut self.pfc_scratch);
         match self.tm.enqueue_bridged(now, port, queue, frame, in_port, bridged, &mut pfc) {
             Ok(()) => {}
@@ -885,7 +886,8 @@ impl Switch {
     fn recirculate(&mut self, now: Nanos, frame: BytesMut, original: PortId, pass: u8, out: &mut Vec<Transmit>) {
         self.counters.recirculations += 1;
         let bridged = original.0 as u32 | (pass as u32) << 16;
-        self.enqueue_slow(now, self.recirc_port(), self.recirculation_queue(), frame, None, bridged, out);
+        let a = Admission { port: self.recirc_port(), queue: self.recirculation_queue(), in_port: None, bridged };
+        self.enqueue_slow(now, a, frame, out);
     }
 
     /// Resumes a pipeline-paused queue; with the ns-3 buffer model its held
@@ -974,7 +976,7 @@ impl Switch {
         .emit(&mut f[ethernet::HEADER_LEN..]);
         self.counters.arp_replies += 1;
         let cq = self.tm.config().control_queue();
-        self.enqueue(now, port, cq, f, None, 0, out);
+        self.enqueue(now, Admission::plain(port, cq), f, out);
     }
 
     /// Starts a transmission on an idle port, or arms its timer.
@@ -1169,7 +1171,7 @@ impl Switch {
         for (p, f) in send {
             if p.index() < self.ports.len() {
                 let cq = self.tm.config().control_queue();
-                self.enqueue(now, p, cq, f, None, 0, out);
+                self.enqueue(now, Admission::plain(p, cq), f, out);
             }
         }
     }

@@ -1158,3 +1158,52 @@ impl Program for ConWeave {
         vec![("conweave_reorder_buffer_bytes", self.last_buffer_bytes as f64)]
     }
 }
+
+/// The registry entry of `conweave` (see [`crate::REGISTRY`]).
+pub const SCHEME: crate::Scheme = crate::Scheme {
+    info,
+    build: |p| Ok(Box::new(ConWeave::from_params(p)?)),
+    metrics: crate::SchemeMetrics {
+        counters: &[
+            ("conweave_reroutes", "Connections the source ToR moved to a new path (RTT_REPLY timeout → TAIL + REROUTED)."),
+            ("conweave_reroute_aborted_all_busy", "Reroutes abandoned because both sampled paths were busy (NOTIFY)."),
+            ("conweave_epochs", "Epochs started at the source ToR."),
+            ("conweave_epochs_by_inactivity", "Epochs started by θ_inactive instead of CLEAR."),
+            ("conweave_path_changes_after_inactivity", "Connections that moved to a non-busy path after inactivity."),
+            ("conweave_rtt_requests", "RTT_REQUEST marks sent (one per epoch)."),
+            ("conweave_rtt_replies_sent", "RTT_REPLY control packets the destination ToR sent."),
+            ("conweave_rtt_replies_in_time", "RTT_REPLYs that arrived within θ_reply."),
+            ("conweave_rtt_reply_timeouts", "θ_reply expiries (a reroute is attempted)."),
+            ("conweave_notify_sent", "NOTIFY packets sent for CE-marked data (path congested)."),
+            ("conweave_notify_received", "NOTIFY packets received (path busy for θ_path_busy)."),
+            ("conweave_clear_sent", "CLEAR packets the destination ToR sent (epoch done)."),
+            ("conweave_clear_received", "CLEAR packets the source ToR received."),
+            ("conweave_tail_packets", "Packets marked TAIL (last on the old path)."),
+            ("conweave_rerouted_packets", "Packets marked REROUTED (on the new path)."),
+            ("conweave_held_packets", "REROUTED packets held in a paused reorder queue until the TAIL."),
+            ("conweave_reorder_queues_allocated", "Reorder queues allocated at the destination ToR."),
+            ("conweave_reorder_alloc_failures", "REROUTED packets that found no free reorder queue (sent through queue 0)."),
+            ("conweave_resume_on_tail", "Reorder queues resumed by their TAIL."),
+            ("conweave_resume_expiries", "Reorder queues flushed at T_resume (TAIL late or lost)."),
+            ("conweave_timer_passes", "Recirculations of the T_resume timer packet."),
+            ("conweave_fallback_packets", "Packets forwarded by ECMP (non-RoCE, ACK/NAK/CNP, intra-rack, collisions)."),
+            ("conweave_conn_collisions", "Connections whose table entry another active connection held (ECMP fallback)."),
+        ],
+        gauges: &[("conweave_reorder_buffer_bytes", "bytes", "Bytes held in ConWeave reorder queues of the switch (sampled every 10 µs).")],
+        port_gauges: &[("conweave_reorder_queues_in_use", "queues", "Reorder queues allocated on a host-facing port now (of 31).")],
+        distributions: &[
+            (
+                "conweave_reorder_queues_per_port",
+                "queues",
+                "Reorder queues in use per host-facing port, sampled every 10 µs of fabric time.",
+                &[0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 31.0],
+            ),
+            (
+                "conweave_reorder_buffer_bytes_per_switch",
+                "bytes",
+                "Bytes in reorder queues per switch, sampled every 10 µs of fabric time.",
+                &[0.0, 1e3, 1e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2.5e6, 5e6, 1e7],
+            ),
+        ],
+    },
+};
