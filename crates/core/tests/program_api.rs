@@ -2,7 +2,8 @@
 //! each part proven by a small test program on a whole switch (issue 12,
 //! item 3): frames a program claims, port-status events, the switch CPU
 //! with tables, timers and a view of ports and queues, the egress context,
-//! program-defined route data, and the verdict's precedence.
+//! program-defined route data, the verdict's precedence, and state egress
+//! publishes to ingress in a declared array.
 
 use bytes::BytesMut;
 use std::sync::{Arc, Mutex};
@@ -351,4 +352,63 @@ fn a_higher_verdict_wins_over_a_later_lower_one() {
         v.merge(next);
         assert_eq!(v, expect);
     }
+}
+
+/// (g) State egress measures and ingress decides on lives in a declared
+/// egress-to-ingress array the resource check sees: here bytes sent per
+/// port, read by ingress for every uplink.
+struct BytesPerPort {
+    log: Log,
+    sent: Option<weft_tofino::RegisterId>,
+    to_ingress: Option<weft_tofino::RegisterId>,
+}
+
+impl Program for BytesPerPort {
+    fn name(&self) -> &'static str {
+        "bytes-per-port"
+    }
+    fn declare(&mut self, d: &mut Declarations) {
+        self.sent = Some(d.register("sent", Gress::Egress, 0, 8, 64));
+        self.to_ingress = Some(d.egress_to_ingress("sent_to_ingress", 1, 8, 64));
+    }
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        let (Some(sent), Some(to_ingress)) = (self.sent, self.to_ingress) else { return Ok(()) };
+        // Both uplinks read in one pass; egress's own array is out of reach.
+        let seen = (cx.snapshot(to_ingress, 1)?, cx.snapshot(to_ingress, 2)?);
+        log(&self.log, format!("{seen:?} {:?}", cx.snapshot(sent, 1).err()));
+        // The least-loaded uplink.
+        cx.forward(if seen.0 <= seen.1 { PortId(1) } else { PortId(2) });
+        Ok(())
+    }
+    fn egress(&mut self, cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {
+        let (Some(sent), Some(to_ingress)) = (self.sent, self.to_ingress) else { return Ok(()) };
+        let len = cx.frame.len() as u64;
+        let total = cx.register(sent, cx.port.0 as u32, |v| (v + len, v + len))?;
+        cx.publish(to_ingress, cx.port.0 as u32, total)
+    }
+}
+
+#[test]
+fn egress_publishes_state_that_ingress_reads_for_every_port_and_the_resource_check_counts() {
+    let f = leaf_pair(1, 2, BitRate::gbps(100));
+    let l = Log::default();
+    let mut s = switch(&f, BytesPerPort { log: l.clone(), sent: None, to_ingress: None });
+    let mut out: Vec<Transmit> = Vec::new();
+    for (t, len) in [(0, 1000), (1_000, 600), (2_000, 300), (3_000, 100)] {
+        s.handle_frame(t, PortId(0), weft_testkit::udp(Entering::port(&f, 0, 0, H0, FAR), 1, 7, len), &mut out);
+        drain(&mut s, t + 900, &mut out);
+    }
+    let ports: Vec<u16> = out.iter().map(|t| t.port.0).collect();
+    assert_eq!(ports, vec![1, 2, 2, 2]);
+    assert_eq!(
+        events(&l),
+        vec![
+            "(0, 0) Some(NotPublished(\"sent\"))",
+            "(1000, 0) Some(NotPublished(\"sent\"))",
+            "(1000, 600) Some(NotPublished(\"sent\"))",
+            "(1000, 900) Some(NotPublished(\"sent\"))",
+        ]
+    );
+    let r = s.resources().registers.iter().find(|r| r.name == "sent_to_ingress").map(|r| (r.gress, r.stage, r.entries));
+    assert_eq!(r, Some((Gress::Ingress, 1, 8)));
 }

@@ -104,6 +104,7 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
             source: PacketSource::Port(PortId(0)),
             group: &group,
             port_up: &up,
+            port_rates: &[BitRate::gbps(100); 5],
             depths: &depths,
             rng: &mut rng,
             hash_seed: 1,

@@ -14,9 +14,13 @@
 //!   each departing packet; every T_dre X ← X (1 − α) (applied lazily at
 //!   the next packet, for every period boundary passed); the metric is
 //!   X / (C τ), τ = T_dre / α, quantised to 3 bits. Each fabric egress
-//!   raises the packet's CE to its metric (§3.3 step 2). The ingress
-//!   pipeline reads the uplinks' metrics from a per-port snapshot published
-//!   by egress, as it reads queue depths.
+//!   raises the packet's CE to its metric (§3.3 step 2). The DRE register
+//!   holds X as an f32 and the time of its last update in ns (low 32 bits,
+//!   so an idle port's age is exact up to 4.29 s). Egress publishes the
+//!   register's word to the ingress-side array `conga_dre_to_ingress`
+//!   ([`Declarations::egress_to_ingress`]), from which the ingress pipeline
+//!   reads every uplink's metric, decayed to the packet's time, as it reads
+//!   queue depths; C is the port's line rate now.
 //! - **Feedback** (§3.3): the destination leaf stores CE in the
 //!   Congestion-From-Leaf table per (source leaf, LBTag) and marks changed
 //!   entries; every packet to that leaf carries one entry, round-robin,
@@ -49,11 +53,11 @@ use super::ecmp::flow_hash;
 use super::flowlet::FlowletTable;
 use super::{param, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
 use bytes::BytesMut;
-use weft_tofino::program::{Declarations, PacketSource, SwitchView};
+use weft_tofino::program::{Declarations, PacketSource, ScrapeView, SwitchView};
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
 use weft_wire::frame::FrameInfo;
 use weft_wire::ids::PortId;
-use weft_wire::time::Nanos;
+use weft_wire::time::{BitRate, Nanos};
 use weft_wire::{ethernet, ipv4, udp, vxlan, EtherType, EthernetAddress};
 
 /// Catalog entry.
@@ -75,6 +79,8 @@ pub fn info() -> SchemeInfo {
 
 /// Uplinks a leaf's tables cover.
 const MAX_UPLINKS: usize = 8;
+/// Ports the DRE arrays cover.
+const DRE_PORTS: u32 = 512;
 /// Leaves the tables cover.
 const MAX_LEAVES: u32 = 1024;
 /// Encapsulation overhead.
@@ -86,6 +92,7 @@ struct Regs {
     fb_cursor: RegisterId,
     from_leaf: RegisterId,
     dre: RegisterId,
+    dre_to_ingress: RegisterId,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -113,10 +120,7 @@ pub struct Conga {
     regs: Option<Regs>,
     leaf: bool,
     host_facing: Vec<bool>,
-    rates: Vec<f64>,
     mtus: Vec<u16>,
-    /// Per port: the DRE (X, time of last update) as egress last wrote it.
-    published: Vec<(f64, Nanos)>,
     c: Counters,
 }
 
@@ -136,16 +140,18 @@ impl Conga {
             regs: None,
             leaf: false,
             host_facing: Vec::new(),
-            rates: Vec::new(),
             mtus: Vec::new(),
-            published: Vec::new(),
             c: Counters::default(),
         })
     }
 
-    /// DRE value `x` written at `t`, decayed to `now` (one factor per T_dre
-    /// boundary passed, as the periodic decrement does).
-    fn decayed(&self, x: f64, t: Nanos, now: Nanos) -> f64 {
+    /// DRE register word `word` (X as f32 bits | time of its last update,
+    /// low 32 bits of ns) decayed to `now`: one factor (1 − α) per T_dre
+    /// boundary passed, as the periodic decrement does.
+    fn decayed(&self, word: u64, now: Nanos) -> f64 {
+        let x = f32::from_bits((word >> 32) as u32) as f64;
+        // The update time, from its low 32 bits (the last 4.29 s).
+        let t = now.saturating_sub((now as u32).wrapping_sub(word as u32) as u64);
         let k = (now / self.t_dre).saturating_sub(t / self.t_dre);
         if k == 0 {
             x
@@ -156,17 +162,18 @@ impl Conga {
         }
     }
 
-    /// 3-bit congestion metric of port `p` from DRE value `x`.
-    fn quantise(&self, p: PortId, x: f64) -> u8 {
-        let rate_bytes_per_ns = self.rates.get(p.index()).copied().unwrap_or(1.0);
+    /// 3-bit congestion metric of DRE value `x` on a port of `rate`.
+    fn quantise(&self, rate: BitRate, x: f64) -> u8 {
+        let rate_bytes_per_ns = rate.bps() as f64 / 8e9;
         let tau = self.t_dre as f64 / self.alpha;
         let util = x / (rate_bytes_per_ns * tau);
         (util * 8.0).floor().clamp(0.0, 7.0) as u8
     }
 
-    fn local_metric(&self, p: PortId, now: Nanos) -> u8 {
-        let (x, t) = self.published.get(p.index()).copied().unwrap_or((0.0, 0));
-        self.quantise(p, self.decayed(x, t, now))
+    /// The metric of a port of `rate` whose DRE word egress last published
+    /// is `word`, at `now`.
+    fn local_metric(&self, word: u64, rate: BitRate, now: Nanos) -> u8 {
+        self.quantise(rate, self.decayed(word, now))
     }
 
     /// The 2-bit age stamp of `now` (periods of aging / 2).
@@ -206,7 +213,11 @@ impl Conga {
         let mut local = [None; MAX_UPLINKS];
         for (i, p) in cx.group.iter().take(n).enumerate() {
             uplinks[i] = *p;
-            local[i] = cx.port_up.get(p.index()).copied().unwrap_or(false).then(|| self.local_metric(*p, now));
+            if cx.port_up.get(p.index()).copied().unwrap_or(false) {
+                let word = cx.snapshot(regs.dre_to_ingress, p.0 as u32 % DRE_PORTS)?;
+                let rate = cx.port_rates.get(p.index()).copied().unwrap_or(BitRate::gbps(8));
+                local[i] = Some(self.local_metric(word, rate, now));
+            }
         }
         let (use_remote, cur_stamp) = (self.use_remote, self.stamp(now));
         let d = table.lookup(cx, h, |cx| {
@@ -341,7 +352,8 @@ impl Program for Conga {
             to_leaf: d.register("conga_congestion_to_leaf", ig, 2, MAX_LEAVES, 40),
             fb_cursor: d.register("conga_feedback_cursor", ig, 4, MAX_LEAVES, 8),
             from_leaf: d.register("conga_congestion_from_leaf", ig, 5, MAX_LEAVES, 41),
-            dre: d.register("conga_dre", Gress::Egress, 1, 512, 64),
+            dre: d.register("conga_dre", Gress::Egress, 1, DRE_PORTS, 64),
+            dre_to_ingress: d.egress_to_ingress("conga_dre_to_ingress", 2, DRE_PORTS, 64),
         });
         d.metadata_bits(32 + 16 + 8 * 3 + 4 + 3 + 4 + 3);
     }
@@ -349,9 +361,7 @@ impl Program for Conga {
     fn attach(&mut self, view: &SwitchView) {
         self.leaf = view.leaf_index.is_some();
         self.host_facing = view.host_facing.clone();
-        self.rates = view.rates.iter().map(|r| r.bps() as f64 / 8e9).collect();
         self.mtus = view.mtus.clone();
-        self.published = vec![(0.0, 0); view.host_facing.len()];
     }
 
     fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
@@ -379,22 +389,15 @@ impl Program for Conga {
         let Some(regs) = self.regs else { return Ok(()) };
         let now = cx.now;
         let bytes = cx.frame.len() as f64;
-        let (t_dre, alpha) = (self.t_dre, self.alpha);
+        let index = cx.port.0 as u32 % DRE_PORTS;
         // DRE register: X (f32 bits) | time (ns, low 32 bits).
-        let x = cx.register(regs.dre, cx.port.0 as u32 % 512, |v| {
-            let (x, t) = (f32::from_bits((v >> 32) as u32) as f64, v as u32 as u64);
-            let now32 = now as u32 as u64;
-            let k = (now32 / t_dre).saturating_sub(t / t_dre);
-            let x = if k > 200 { 0.0 } else { x * (1.0 - alpha).powi(k as i32) } + bytes;
-            (((x as f32).to_bits() as u64) << 32 | now32, x)
+        let (word, x) = cx.register(regs.dre, index, |v| {
+            let x = self.decayed(v, now) + bytes;
+            let word = ((x as f32).to_bits() as u64) << 32 | now as u32 as u64;
+            (word, (word, x))
         })?;
-        if let Some(r) = self.rates.get_mut(cx.port.index()) {
-            *r = cx.port_rate.bps() as f64 / 8e9;
-        }
-        if let Some(p) = self.published.get_mut(cx.port.index()) {
-            *p = (x, now);
-        }
-        let metric = self.quantise(cx.port, x);
+        cx.publish(regs.dre_to_ingress, index, word)?;
+        let metric = self.quantise(cx.port_rate, x);
         // CE ← max(CE, metric) on overlay packets.
         let Ok(info) = FrameInfo::parse(cx.frame) else { return Ok(()) };
         if is_vxlan(&info) {
@@ -411,14 +414,16 @@ impl Program for Conga {
         Ok(())
     }
 
-    fn port_gauges(&self, now: Nanos) -> Vec<(&'static str, PortId, f64)> {
-        if !self.leaf {
-            return Vec::new();
-        }
-        (0..self.published.len())
+    fn port_gauges(&self, view: &ScrapeView<'_>) -> Vec<(&'static str, PortId, f64)> {
+        let Some(regs) = self.regs.filter(|_| self.leaf) else { return Vec::new() };
+        (0..self.host_facing.len())
             .map(|p| PortId(p as u16))
             .filter(|p| !self.faces_host(*p))
-            .map(|p| ("conga_local_metric", p, self.local_metric(p, now) as f64))
+            .map(|p| {
+                let word = view.registers.snapshot(regs.dre_to_ingress, p.0 as u32 % DRE_PORTS).unwrap_or(0);
+                let rate = view.port_rates.get(p.index()).copied().unwrap_or(BitRate::gbps(8));
+                ("conga_local_metric", p, self.local_metric(word, rate, view.now) as f64)
+            })
             .collect()
     }
 

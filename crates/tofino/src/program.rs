@@ -15,7 +15,9 @@
 //! ([`CpuCx`]) handles punted packets, port-status changes and its own
 //! timers, and writes registers and tables after the control-plane latency.
 //! State lives in the switch's [`RegisterFile`] and [`TableFile`], which the
-//! resource check sees, so the hardware's access rules hold on every access.
+//! resource check sees, so the hardware's access rules hold on every access;
+//! what egress measures for ingress to decide on (CONGA's DRE) crosses in an
+//! egress-to-ingress array ([`Declarations::egress_to_ingress`]).
 
 use super::l3::{Route, RouteTable};
 use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
@@ -56,6 +58,7 @@ pub struct Declarations {
     generators: Vec<PacketGenerator>,
     port_down: Option<PortDownGenerator>,
     port_status: bool,
+    published: Vec<RegisterId>,
 }
 
 /// What a program declared, as the switch loads it.
@@ -69,18 +72,40 @@ pub struct Declared {
     pub port_down: Option<PortDownGenerator>,
     /// The CPU wants port-status changes ([`Program::cpu_port_status`]).
     pub port_status: bool,
+    /// Egress-to-ingress arrays ([`Declarations::egress_to_ingress`]).
+    pub published: Vec<RegisterId>,
 }
 
 impl Declarations {
     /// What was declared.
     #[must_use]
     pub fn into_parts(self) -> Declared {
-        Declared { usage: self.usage, generators: self.generators, port_down: self.port_down, port_status: self.port_status }
+        Declared {
+            usage: self.usage,
+            generators: self.generators,
+            port_down: self.port_down,
+            port_status: self.port_status,
+            published: self.published,
+        }
     }
     /// Declares a register array of `entries` x `width_bits` in `stage`.
     pub fn register(&mut self, name: &str, gress: Gress, stage: u8, entries: u32, width_bits: u32) -> RegisterId {
         self.usage.registers.push(RegisterDecl { name: name.into(), gress, stage, entries, width_bits });
         RegisterId((self.usage.registers.len() - 1) as u16)
+    }
+    /// Declares an egress-to-ingress array: an ingress register array of
+    /// `entries` x `width_bits` in `stage` that the egress pipeline writes
+    /// ([`EgressCx::publish`], at dequeue) and the ingress pipeline reads
+    /// as a snapshot ([`IngressCx::snapshot`]: any entry, several per pass,
+    /// no SALU ordering), the way Tofino2's ghost threads carry the traffic
+    /// manager's per-queue state to ingress. It is counted as an ingress
+    /// register (one SALU, its SRAM), so the resource check sees the state.
+    /// On the hardware a program-defined value takes this path only as a
+    /// small update packet from egress; the model applies it at once.
+    pub fn egress_to_ingress(&mut self, name: &str, stage: u8, entries: u32, width_bits: u32) -> RegisterId {
+        let id = self.register(name, Gress::Ingress, stage, entries, width_bits);
+        self.published.push(id);
+        id
     }
     /// Declares a match table; the switch CPU fills it (exact match, see
     /// [`crate::tables`]), the pipelines look it up.
@@ -300,6 +325,16 @@ impl<'a> PassRegisters<'a> {
     pub fn access<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.regs.access(&mut self.pass, reg, index, f)
     }
+    /// Egress's write into an egress-to-ingress array.
+    #[inline]
+    pub fn publish(&mut self, reg: RegisterId, index: u32, value: u64) -> Result<(), ProgramError> {
+        self.regs.publish(reg, index, value)
+    }
+    /// Ingress's snapshot read of an egress-to-ingress array.
+    #[inline]
+    pub fn snapshot(&self, reg: RegisterId, index: u32) -> Result<u64, ProgramError> {
+        self.regs.snapshot(reg, index)
+    }
 }
 
 /// Everything a program sees and decides in one ingress pass.
@@ -317,6 +352,9 @@ pub struct IngressCx<'a> {
     pub group: &'a [PortId],
     /// Link status per port.
     pub port_up: &'a [bool],
+    /// Line rate per port now (links can be degraded at run time; the
+    /// control plane knows each port's speed).
+    pub port_rates: &'a [BitRate],
     /// Ingress-visible queue depths (ghost-thread snapshot).
     pub depths: &'a dyn QueueDepths,
     /// The node's seeded RNG.
@@ -345,6 +383,13 @@ impl IngressCx<'_> {
     #[inline]
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.registers.access(reg, index, f)
+    }
+    /// Entry `index` of an egress-to-ingress array as egress last
+    /// [published](EgressCx::publish) it (see
+    /// [`Declarations::egress_to_ingress`]).
+    #[inline]
+    pub fn snapshot(&self, reg: RegisterId, index: u32) -> Result<u64, ProgramError> {
+        self.registers.snapshot(reg, index)
     }
     /// Chooses the egress port.
     pub fn forward(&mut self, port: PortId) {
@@ -455,6 +500,13 @@ impl EgressCx<'_> {
     #[inline]
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.registers.access(reg, index, f)
+    }
+    /// Writes entry `index` of an egress-to-ingress array (see
+    /// [`Declarations::egress_to_ingress`]); ingress sees it from the next
+    /// packet on.
+    #[inline]
+    pub fn publish(&mut self, reg: RegisterId, index: u32, value: u64) -> Result<(), ProgramError> {
+        self.registers.publish(reg, index, value)
     }
     /// The parsed headers of the frame (parsed on request: egress programs
     /// that do not need them pay nothing); `None` if it does not parse.
@@ -632,16 +684,30 @@ pub trait Program: Send {
     fn distributions(&self) -> Vec<(&'static str, std::collections::BTreeMap<u64, u64>)> {
         Vec::new()
     }
-    /// Current per-port state worth watching live (name, port, value) at
-    /// fabric time `now`, e.g. ConWeave's reorder queues in use; exported
-    /// as Prometheus gauges. Read at scrape time only.
-    fn port_gauges(&self, _now: Nanos) -> Vec<(&'static str, PortId, f64)> {
+    /// Current per-port state worth watching live (name, port, value),
+    /// e.g. ConWeave's reorder queues in use; exported as Prometheus
+    /// gauges. Read at scrape time only, through the control plane's view.
+    fn port_gauges(&self, _view: &ScrapeView<'_>) -> Vec<(&'static str, PortId, f64)> {
         Vec::new()
     }
     /// Current per-switch state (name, value), as [`Program::port_gauges`].
-    fn gauges(&self, _now: Nanos) -> Vec<(&'static str, f64)> {
+    fn gauges(&self, _view: &ScrapeView<'_>) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+}
+
+/// What a program's gauges see at scrape time: the control plane's
+/// read-only view of the switch (no pass rules, nothing changes).
+#[derive(Clone, Copy)]
+pub struct ScrapeView<'a> {
+    /// Fabric time of the scrape.
+    pub now: Nanos,
+    /// The register file.
+    pub registers: &'a RegisterFile,
+    /// The program's tables.
+    pub tables: &'a TableFile,
+    /// Line rate per port now.
+    pub port_rates: &'a [BitRate],
 }
 
 /// Declares `p` on a fresh builder and returns the declarations.

@@ -59,6 +59,10 @@ pub enum ProgramError {
         /// Size.
         entries: u32,
     },
+    /// An egress publish to, or an ingress snapshot read of, a register
+    /// not declared with [`crate::Declarations::egress_to_ingress`].
+    #[error("register `{0}` is not published from egress to ingress")]
+    NotPublished(String),
     /// An unknown register handle.
     #[error("unknown register id {0}")]
     UnknownRegister(u16),
@@ -81,6 +85,8 @@ struct Array {
     data: Vec<u64>,
     /// Pass serial of the last access.
     last_pass: u64,
+    /// Written by egress, read by ingress ([`RegisterFile::publish`]).
+    published: bool,
 }
 
 /// All register arrays of a loaded program.
@@ -107,6 +113,7 @@ impl RegisterFile {
                     mask: if d.width_bits >= 64 { u64::MAX } else { (1u64 << d.width_bits) - 1 },
                     data: vec![0; d.entries as usize],
                     last_pass: 0,
+                    published: false,
                 })
                 .collect(),
         }
@@ -143,6 +150,48 @@ impl RegisterFile {
         let (new, r) = f(*slot);
         *slot = new & a.mask;
         Ok(r)
+    }
+
+    /// Marks `id` as an egress-to-ingress array (done at load for the
+    /// arrays of [`crate::Declarations::egress_to_ingress`]).
+    pub fn mark_published(&mut self, id: RegisterId) -> Result<(), ProgramError> {
+        let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
+        a.published = true;
+        Ok(())
+    }
+
+    /// The egress pipeline's write of `value` into the ingress-side array
+    /// `id` (the egress-to-ingress path, see
+    /// [`crate::Declarations::egress_to_ingress`]).
+    pub fn publish(&mut self, id: RegisterId, index: u32, value: u64) -> Result<(), ProgramError> {
+        let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
+        if !a.published {
+            return Err(ProgramError::NotPublished(a.decl.name.clone()));
+        }
+        let entries = a.data.len() as u32;
+        let mask = a.mask;
+        let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
+            register: a.decl.name.clone(),
+            index,
+            entries,
+        })?;
+        *slot = value & mask;
+        Ok(())
+    }
+
+    /// The ingress pipeline's read of entry `index` of the egress-to-ingress
+    /// array `id` (any entry, any number per pass: a snapshot, as the
+    /// ghost thread's queue depths).
+    pub fn snapshot(&self, id: RegisterId, index: u32) -> Result<u64, ProgramError> {
+        let a = self.arrays.get(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
+        if !a.published {
+            return Err(ProgramError::NotPublished(a.decl.name.clone()));
+        }
+        a.data.get(index as usize).copied().ok_or_else(|| ProgramError::IndexOutOfRange {
+            register: a.decl.name.clone(),
+            index,
+            entries: a.data.len() as u32,
+        })
     }
 
     /// Control-plane write (no pass rules; the CPU writes through the driver).
@@ -211,6 +260,22 @@ mod tests {
             f.access(&mut PassState::new(2, Gress::Ingress), RegisterId(0), 8, |v| (v, ())),
             Err(ProgramError::IndexOutOfRange { index: 8, entries: 8, .. })
         ));
+    }
+
+    #[test]
+    fn only_published_arrays_take_egress_writes_and_snapshot_reads() {
+        let mut f = file();
+        assert_eq!(f.publish(RegisterId(0), 0, 7), Err(ProgramError::NotPublished("a".into())));
+        assert_eq!(f.snapshot(RegisterId(0), 0), Err(ProgramError::NotPublished("a".into())));
+        f.mark_published(RegisterId(0)).unwrap();
+        f.publish(RegisterId(0), 3, 0x1_0000_0007).unwrap();
+        // Truncated to the width; readable many times in one pass.
+        assert_eq!(f.snapshot(RegisterId(0), 3), Ok(7));
+        assert_eq!(f.snapshot(RegisterId(0), 3), Ok(7));
+        assert!(matches!(f.snapshot(RegisterId(0), 8), Err(ProgramError::IndexOutOfRange { index: 8, .. })));
+        // A snapshot read is not a SALU access: the pass may still use it.
+        let mut p = PassState::new(1, Gress::Ingress);
+        assert_eq!(f.access(&mut p, RegisterId(0), 3, |v| (v, v)).unwrap(), 7);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use weft_schemes as schemes;
 use weft_tofino::l3::RouteTable;
 use weft_tofino::program::{
     declarations_of, declare_l3_tables, CpuCx, Declared, EgressCx, EmitTarget, EmittedFrame, IngressDecision, MirrorRequest,
-    PacketGenerator, PacketSource, PassRegisters, PortDownGenerator, PortStats, QueueDepths, SwitchView, Verdict,
+    PacketGenerator, PacketSource, PassRegisters, PortDownGenerator, PortStats, QueueDepths, ScrapeView, SwitchView, Verdict,
 };
 use weft_tofino::registers::PassState;
 use weft_tofino::tables::{TableFile, TableId};
@@ -108,6 +108,15 @@ pub enum SwitchError {
         /// Cause.
         #[source]
         source: schemes::SchemeError,
+    },
+    /// The program's declarations do not hold together.
+    #[error("switch `{switch}`: {source}")]
+    Program {
+        /// Switch name.
+        switch: String,
+        /// Cause.
+        #[source]
+        source: ProgramError,
     },
     /// The node is not a switch.
     #[error("node `{0}` is not a switch")]
@@ -312,6 +321,8 @@ pub struct Switch {
     cfg: SwitchConfig,
     ports: Vec<Port>,
     port_up: Vec<bool>,
+    /// Line rate per port now (what [`IngressCx::port_rates`] shows).
+    port_rates: Vec<BitRate>,
     tm: TrafficManager,
     program: Box<dyn Program>,
     regs: RegisterFile,
@@ -370,9 +381,12 @@ impl Switch {
             pfc: cfg.tm.pfc.is_some(),
         });
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
-        let Declared { usage, generators, port_down, port_status } = decl.into_parts();
+        let Declared { usage, generators, port_down, port_status, published } = decl.into_parts();
         usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
-        let regs = RegisterFile::new(&usage.registers);
+        let mut regs = RegisterFile::new(&usage.registers);
+        for id in published {
+            regs.mark_published(id).map_err(|source| SwitchError::Program { switch: node.name.clone(), source })?;
+        }
         let tables = TableFile::new(&usage.tables);
         let routes = RouteTable::with_data(&routes_spec, |r| program.route_data(r));
         let nports = node.ports.len();
@@ -399,6 +413,7 @@ impl Switch {
             id,
             name: node.name.clone(),
             port_up: vec![true; nports],
+            port_rates: node.ports.iter().map(|p| p.rate).collect(),
             ports,
             tm,
             program,
@@ -461,11 +476,14 @@ impl Switch {
     }
     /// The program's live per-port gauges at `now`.
     pub fn scheme_port_gauges(&self, now: Nanos) -> Vec<(&'static str, PortId, f64)> {
-        self.program.port_gauges(now)
+        self.program.port_gauges(&self.scrape_view(now))
     }
     /// The program's live per-switch gauges at `now`.
     pub fn scheme_gauges(&self, now: Nanos) -> Vec<(&'static str, f64)> {
-        self.program.gauges(now)
+        self.program.gauges(&self.scrape_view(now))
+    }
+    fn scrape_view(&self, now: Nanos) -> ScrapeView<'_> {
+        ScrapeView { now, registers: &self.regs, tables: &self.tables, port_rates: &self.port_rates }
     }
     /// The resource report of the loaded program against the target.
     pub fn resource_report(&self) -> weft_tofino::ResourceReport {
@@ -576,6 +594,7 @@ impl Switch {
     pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {
         if let Some(p) = self.ports.get_mut(port.index()) {
             p.serializer.set_rate(now, rate);
+            self.port_rates[port.index()] = rate;
         }
     }
 
@@ -727,6 +746,7 @@ impl Switch {
             source,
             group,
             port_up: &self.port_up,
+            port_rates: &self.port_rates,
             depths: &snapshot,
             rng: &mut self.rng,
             hash_seed: self.hash_seed,

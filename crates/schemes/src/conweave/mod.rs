@@ -87,7 +87,7 @@ use super::ecmp::{flow_hash, select_resilient};
 use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
 use frames::{Connection, TimerInfo};
 use std::collections::BTreeMap;
-use weft_tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, SwitchView, Verdict};
+use weft_tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, ScrapeView, SwitchView, Verdict};
 use weft_tofino::SwitchRole;
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId, TmConfig};
 use weft_wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
@@ -1145,7 +1145,7 @@ impl Program for ConWeave {
         ]
     }
 
-    fn port_gauges(&self, _now: Nanos) -> Vec<(&'static str, PortId, f64)> {
+    fn port_gauges(&self, _view: &ScrapeView<'_>) -> Vec<(&'static str, PortId, f64)> {
         self.host_facing
             .iter()
             .enumerate()
@@ -1154,7 +1154,7 @@ impl Program for ConWeave {
             .collect()
     }
 
-    fn gauges(&self, _now: Nanos) -> Vec<(&'static str, f64)> {
+    fn gauges(&self, _view: &ScrapeView<'_>) -> Vec<(&'static str, f64)> {
         vec![("conweave_reorder_buffer_bytes", self.last_buffer_bytes as f64)]
     }
 }
