@@ -19,7 +19,9 @@
 //! See `topologies/README.md` for the full format with examples.
 
 use crate::units::{parse_duration, parse_rate, parse_size};
-use emu_node::fabric::{host_mac, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeKind, SwitchRole, SwitchSpec};
+use emu_node::fabric::{
+    host_mac, switch_link_mtu, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeKind, SwitchRole, SwitchSpec, MAX_MTU,
+};
 use emu_node::ids::NodeId;
 use emu_node::schemes::Params;
 use emu_node::time::{BitRate, Nanos};
@@ -307,7 +309,12 @@ struct LinkParams {
     mtu: u16,
 }
 
-fn link_params(cx: &Ctx, raw: &Spanned<RawLinkParams>, default_rate: Option<BitRate>) -> Result<LinkParams, TopologyError> {
+fn link_params(
+    cx: &Ctx,
+    raw: &Spanned<RawLinkParams>,
+    default_rate: Option<BitRate>,
+    default_mtu: u16,
+) -> Result<LinkParams, TopologyError> {
     let r = raw.get_ref();
     let rate = match (&r.rate, default_rate) {
         (Some(s), _) => cx.rate(s)?,
@@ -318,15 +325,18 @@ fn link_params(cx: &Ctx, raw: &Spanned<RawLinkParams>, default_rate: Option<BitR
         Some(d) => cx.duration(d)?,
         None => 1_000,
     };
-    let mtu = mtu_of(cx, r.mtu.as_ref())?;
+    let mtu = mtu_of(cx, r.mtu.as_ref(), default_mtu)?;
     Ok(LinkParams { rate, delay, mtu })
 }
 
-fn mtu_of(cx: &Ctx, m: Option<&Spanned<u32>>) -> Result<u16, TopologyError> {
+/// The MTU of a host link when none is given.
+const HOST_MTU: u16 = 1500;
+
+fn mtu_of(cx: &Ctx, m: Option<&Spanned<u32>>, default: u16) -> Result<u16, TopologyError> {
     match m {
-        None => Ok(1500),
-        Some(m) if (68..=9216).contains(m.get_ref()) => Ok(*m.get_ref() as u16),
-        Some(m) => cx.err(m.span(), format!("mtu = {}: must be between 68 and 9216", m.get_ref())),
+        None => Ok(default),
+        Some(m) if (68..=MAX_MTU as u32).contains(m.get_ref()) => Ok(*m.get_ref() as u16),
+        Some(m) => cx.err(m.span(), format!("mtu = {}: must be between 68 and {MAX_MTU}", m.get_ref())),
     }
 }
 
@@ -539,7 +549,7 @@ fn need(cx: &Ctx, g: &Spanned<RawGenerator>, v: &Option<Spanned<u32>>, field: &s
 
 fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: HostKind, f: &mut FabricSpec) -> Result<(), TopologyError> {
     let r = g.get_ref();
-    let host = link_params(cx, &r.host_link, None)?;
+    let host = link_params(cx, &r.host_link, None, HOST_MTU)?;
     let over = match &r.oversubscription {
         Some(o) if *o.get_ref() > 0.0 && o.get_ref().is_finite() => Some(*o.get_ref()),
         Some(o) => return cx.err(o.span(), "oversubscription must be a positive number (e.g. 2.0 for 2:1)"),
@@ -558,8 +568,8 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
             // Uplink rate: given, or derived so that down/up = oversubscription.
             let derived = over.map(|o| BitRate((hpl as f64 * host.rate.bps() as f64 / (spines as f64 * o)).round() as u64));
             let fabric = match &r.fabric_link {
-                Some(fl) => link_params(cx, fl, derived.or(Some(host.rate)))?,
-                None => LinkParams { rate: derived.unwrap_or(host.rate), delay: host.delay, mtu: host.mtu },
+                Some(fl) => link_params(cx, fl, derived.or(Some(host.rate)), switch_link_mtu(host.mtu))?,
+                None => LinkParams { rate: derived.unwrap_or(host.rate), delay: host.delay, mtu: switch_link_mtu(host.mtu) },
             };
             let leaf_ids: Vec<NodeId> = (0..leaves).map(|i| f.add_node(format!("leaf{i}"), sw.spec(SwitchRole::Leaf))).collect();
             let spine_ids: Vec<NodeId> = (0..spines).map(|i| f.add_node(format!("spine{i}"), sw.spec(SwitchRole::Spine))).collect();
@@ -595,8 +605,8 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
                 );
             }
             let fabric = match &r.fabric_link {
-                Some(fl) => link_params(cx, fl, Some(host.rate))?,
-                None => LinkParams { rate: host.rate, delay: host.delay, mtu: host.mtu },
+                Some(fl) => link_params(cx, fl, Some(host.rate), switch_link_mtu(host.mtu))?,
+                None => LinkParams { rate: host.rate, delay: host.delay, mtu: switch_link_mtu(host.mtu) },
             };
             let cores: Vec<NodeId> = (0..half * half).map(|i| f.add_node(format!("core{i}"), sw.spec(SwitchRole::Core))).collect();
             let mut h = 0;
@@ -709,7 +719,9 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
             Some(x) => cx.duration(x)?,
             None => 1_000,
         };
-        let mtu = mtu_of(cx, r.mtu.as_ref())?;
+        // Switch-to-switch links make room for an overlay by default.
+        let between_switches = f.nodes[a.index()].as_switch().is_some() && f.nodes[b.index()].as_switch().is_some();
+        let mtu = mtu_of(cx, r.mtu.as_ref(), if between_switches { switch_link_mtu(HOST_MTU) } else { HOST_MTU })?;
         let name = r.name.as_ref().map(|n| n.get_ref().clone()).unwrap_or_else(|| format!("{}-{}", r.a.get_ref(), r.b.get_ref()));
         pending.push((l, a, b, rate, delay, mtu, name));
     }

@@ -232,6 +232,19 @@ pub fn switch_address(node: NodeId) -> Ipv4Address {
     Ipv4Address::new(169, 254, n[0], n[1])
 }
 
+/// The largest MTU a link takes (jumbo frames).
+pub const MAX_MTU: u16 = 9216;
+
+/// The default MTU of a switch-to-switch link whose hosts' links have
+/// `host_mtu`: that plus the overlay header (outer Ethernet, IPv4, UDP,
+/// VXLAN: 50 bytes), so that a scheme with an overlay (CONGA) can
+/// encapsulate every host frame, as VXLAN fabrics raise their underlay MTU
+/// (RFC 7348 §4.3). Capped at [`MAX_MTU`]. Schemes without an overlay never
+/// see a frame larger than the hosts' MTU, so for them it changes nothing.
+pub fn switch_link_mtu(host_mtu: u16) -> u16 {
+    (host_mtu as usize + weft_wire::vxlan::OVERLAY_LEN).min(MAX_MTU as usize) as u16
+}
+
 /// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.
 pub fn switch_port_mac(node: NodeId, port: PortId) -> EthernetAddress {
     let n = node.0.to_be_bytes();

@@ -38,9 +38,13 @@
 //! Tables pack one row per leaf into one register entry (8 uplinks × 3-bit
 //! metric + 2-bit age stamp = 40 bits; From-Leaf: 8 × 3 bits + 8 changed
 //! bits), so a decision reads one entry (one SALU access); weft's CONGA
-//! therefore handles up to 8 uplinks per leaf (LBTag 0..7). Frames that
-//! would exceed the fabric MTU once encapsulated (50 bytes) are forwarded
-//! unencapsulated by the same flowlet decision, without feedback (counted).
+//! therefore handles up to 8 uplinks per leaf (LBTag 0..7). As in real
+//! VXLAN fabrics, switch-to-switch links default to the hosts' MTU plus
+//! the 50-byte overlay (`switch_link_mtu` in the core's fabric description, set by
+//! the topology), so every host frame is encapsulated; only on a fabric
+//! whose links were given a smaller MTU explicitly are frames that would
+//! not fit forwarded unencapsulated by the same flowlet decision, without
+//! feedback (counted as `conga_unencapsulated_oversize`).
 //!
 //! Defaults: as the ConWeave evaluation (DESIGN §8.1): flowlet gap 100 µs,
 //! T_dre 50 µs, α 0.2, aging 500 µs (CONGA's own: gap 500 µs, aging ~10 ms).
@@ -84,7 +88,7 @@ const DRE_PORTS: u32 = 512;
 /// Leaves the tables cover.
 const MAX_LEAVES: u32 = 1024;
 /// Encapsulation overhead.
-const OVERLAY_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + vxlan::HEADER_LEN;
+const OVERLAY_LEN: usize = vxlan::OVERLAY_LEN;
 
 #[derive(Debug, Clone, Copy)]
 struct Regs {

@@ -10,6 +10,10 @@ use super::{be24, put24, Error, Result};
 /// Header length.
 pub const HEADER_LEN: usize = 8;
 
+/// What encapsulation adds to a frame: outer Ethernet (14), IPv4 (20),
+/// UDP (8) and VXLAN (8) headers (RFC 7348 §5).
+pub const OVERLAY_LEN: usize = super::ethernet::HEADER_LEN + super::ipv4::HEADER_LEN + super::udp::HEADER_LEN + HEADER_LEN;
+
 /// A view of a VXLAN header.
 #[derive(Debug, Clone)]
 pub struct Packet<B> {

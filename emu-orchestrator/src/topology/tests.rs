@@ -160,3 +160,30 @@ fn explicit_example_plans_addresses_and_placement() {
     assert_eq!(f.nodes[f.node_by_name("s1").unwrap().index()].placement, 1);
     assert_eq!(f.schedule.len(), 2);
 }
+
+#[test]
+fn switch_links_make_room_for_an_overlay_unless_told_otherwise() {
+    let mtu_of = |t: &Topology, name: &str| t.fabric.links.iter().find(|l| l.name == name).map(|l| l.mtu);
+    // Generated: host links 1500 (default) or as given, switch links + 50.
+    let t = Topology::parse("t.toml", LS).unwrap();
+    assert_eq!((mtu_of(&t, "h0-leaf0"), mtu_of(&t, "leaf0-spine1")), (Some(1500), Some(1550)));
+    let jumbo = LS.replace("delay = \"1us\" }", "delay = \"1us\", mtu = 9000 }");
+    let t = Topology::parse("t.toml", &jumbo).unwrap();
+    assert_eq!((mtu_of(&t, "h0-leaf0"), mtu_of(&t, "leaf0-spine1")), (Some(9000), Some(9050)));
+    // Capped at the largest MTU a link takes.
+    let t = Topology::parse("t.toml", &LS.replace("delay = \"1us\" }", "delay = \"1us\", mtu = 9200 }")).unwrap();
+    assert_eq!(mtu_of(&t, "leaf0-spine1"), Some(MAX_MTU));
+    // An explicit fabric_link mtu wins.
+    let given = format!("{LS}fabric_link = {{ rate = \"10Gbps\", mtu = 1500 }}\n");
+    let t = Topology::parse("t.toml", &given).unwrap();
+    assert_eq!(mtu_of(&t, "leaf0-spine1"), Some(1500));
+    // Explicit fabrics: 1500 to a host, 1550 between switches.
+    let t = Topology::load("explicit-example").unwrap();
+    let (host, switch): (Vec<_>, Vec<_>) = t
+        .fabric
+        .links
+        .iter()
+        .partition(|l| t.fabric.nodes[l.a.0.index()].as_host().is_some() || t.fabric.nodes[l.b.0.index()].as_host().is_some());
+    assert!(host.iter().all(|l| l.mtu == 1500) && !host.is_empty());
+    assert!(switch.iter().all(|l| l.mtu == 1550) && !switch.is_empty());
+}
