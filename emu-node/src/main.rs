@@ -6,6 +6,7 @@
 //! 500 ms, and on `Stop`, SIGTERM, SIGINT or loss of the control channel
 //! stops its actors and deletes the namespaces it created.
 
+use anyhow::{anyhow, bail, Context as _};
 use emu_node::control::{self, ToNode, ToOrchestrator, PROTOCOL_VERSION};
 use emu_node::link::quic;
 use emu_node::node::{build_nodes, NodeConfig};
@@ -44,34 +45,37 @@ fn main() -> ExitCode {
     match rt.block_on(run(args, token)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(args: Args, token: String) -> Result<(), String> {
-    let client = emu_node::tls::quic_client(&args.pin, quic::control_transport()).map_err(|e| e.to_string())?;
-    let bind: SocketAddr = if args.control.is_ipv6() { "[::1]:0" } else { "127.0.0.1:0" }.parse().map_err(|_| "bind address")?;
-    let ep = quinn::Endpoint::client(bind).map_err(|e| format!("control endpoint: {e}"))?;
+async fn run(args: Args, token: String) -> anyhow::Result<()> {
+    let client = emu_node::tls::quic_client(&args.pin, quic::control_transport()).context("control channel TLS")?;
+    let bind = SocketAddr::new(
+        if args.control.is_ipv6() { std::net::Ipv6Addr::LOCALHOST.into() } else { std::net::Ipv4Addr::LOCALHOST.into() },
+        0,
+    );
+    let ep = quinn::Endpoint::client(bind).context("control endpoint")?;
     let conn = ep
         .connect_with(client, args.control, emu_node::tls::SERVER_NAME)
-        .map_err(|e| format!("control connection: {e}"))?
+        .context("control connection")?
         .await
-        .map_err(|e| format!("control connection to {} refused: {e}", args.control))?;
-    let (mut tx, mut rx) = conn.open_bi().await.map_err(|e| format!("control stream: {e}"))?;
+        .with_context(|| format!("control connection to {} refused", args.control))?;
+    let (mut tx, mut rx) = conn.open_bi().await.context("control stream")?;
     let hello = ToOrchestrator::Hello { token, process: args.process, pid: std::process::id(), version: PROTOCOL_VERSION };
-    control::send(&mut tx, &hello).await.map_err(|e| e.to_string())?;
+    control::send(&mut tx, &hello).await.context("sending hello")?;
     let plan = match control::recv::<ToNode>(&mut rx).await {
         Ok(ToNode::Plan(p)) => *p,
-        Ok(ToNode::Refused(why)) => return Err(format!("the orchestrator refused this node: {why}")),
-        Ok(other) => return Err(format!("unexpected first message {other:?}")),
-        Err(e) => return Err(format!("the orchestrator closed the control channel: {e}")),
+        Ok(ToNode::Refused(why)) => bail!("the orchestrator refused this node: {why}"),
+        Ok(other) => bail!("unexpected first message {other:?}"),
+        Err(e) => return Err(anyhow!(e).context("the orchestrator closed the control channel")),
     };
     let bind_ip = args.control.ip();
     // Build every node, keep ours (building is cheap; it keeps the seeds and
     // addressing identical to a virtual-time run of the same fabric).
-    let nodes = build_nodes(&plan.fabric, &NodeConfig { seed: plan.seed, ..NodeConfig::default() }).map_err(|e| e.to_string())?;
+    let nodes = build_nodes(&plan.fabric, &NodeConfig { seed: plan.seed, ..NodeConfig::default() }).context("building the nodes")?;
     let nodes = nodes.into_iter().map(Some).collect();
     let (mut runtime, addrs) = match ProcessRuntime::bind(plan, nodes, bind_ip).await {
         Ok(x) => x,
@@ -79,13 +83,13 @@ async fn run(args: Args, token: String) -> Result<(), String> {
             let _ = control::send(&mut tx, &ToOrchestrator::Failed(e.to_string())).await;
             let _ = tx.finish();
             tokio::time::sleep(Duration::from_millis(100)).await;
-            return Err(e.to_string());
+            return Err(e.into());
         }
     };
     let result = serve(&mut runtime, addrs, &mut tx, rx).await;
     runtime.shutdown().await;
     if let Err(e) = &result {
-        let _ = control::send(&mut tx, &ToOrchestrator::Failed(e.clone())).await;
+        let _ = control::send(&mut tx, &ToOrchestrator::Failed(format!("{e:#}"))).await;
         // Let the message leave before the connection closes.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -100,19 +104,19 @@ async fn serve(
     addrs: emu_node::runtime::LinkAddrs,
     tx: &mut quinn::SendStream,
     mut rx: quinn::RecvStream,
-) -> Result<(), String> {
-    control::send(tx, &ToOrchestrator::Bound(addrs)).await.map_err(|e| e.to_string())?;
+) -> anyhow::Result<()> {
+    control::send(tx, &ToOrchestrator::Bound(addrs)).await.context("sending link addresses")?;
     let peers = match control::recv::<ToNode>(&mut rx).await {
         Ok(ToNode::Peers(p)) => p,
         Ok(ToNode::Stop) => return Ok(()),
-        Ok(other) => return Err(format!("expected peers, got {other:?}")),
-        Err(e) => return Err(format!("control channel lost: {e}")),
+        Ok(other) => bail!("expected peers, got {other:?}"),
+        Err(e) => return Err(anyhow!(e).context("control channel lost")),
     };
-    runtime.connect(&peers).await.map_err(|e| e.to_string())?;
+    runtime.connect(&peers).await.context("connecting the links")?;
     runtime.schedule_link_events(0);
-    control::send(tx, &ToOrchestrator::Running).await.map_err(|e| e.to_string())?;
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    control::send(tx, &ToOrchestrator::Running).await.context("sending running")?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
     // Periodic reports (weft up); a run asks for them instead, so nobody
     // has to read a stream of them.
     let every = runtime.plan().report_every_ms;
@@ -133,12 +137,12 @@ async fn serve(
             Some(m) = msgs.recv() => match m {
                 Ok(ToNode::SetLink { link, change }) => runtime.apply(link, change),
                 Ok(ToNode::Capture { link, path, count }) => {
-                    let started = runtime.capture(link, std::path::Path::new(&path), count).map_err(|e| e.to_string())?;
-                    control::send(tx, &ToOrchestrator::CaptureStarted(started)).await.map_err(|e| e.to_string())?;
+                    let started = runtime.capture(link, std::path::Path::new(&path), count).with_context(|| format!("capture to {path}"))?;
+                    control::send(tx, &ToOrchestrator::CaptureStarted(started)).await.context("control channel lost")?;
                 }
                 Ok(ToNode::ReportNow) => {
                     let r = runtime.report().await;
-                    control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.map_err(|e| e.to_string())?;
+                    control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.context("control channel lost")?;
                 }
                 Ok(ToNode::Stop) => return Ok(()),
                 Ok(ToNode::Finish) => {
@@ -151,8 +155,8 @@ async fn serve(
                             _ => None,
                         })
                         .collect();
-                    let json = serde_json::to_string(&results).map_err(|e| e.to_string())?;
-                    control::send(tx, &ToOrchestrator::Finished(json)).await.map_err(|e| e.to_string())?;
+                    let json = serde_json::to_string(&results).context("encoding the switch results")?;
+                    control::send(tx, &ToOrchestrator::Finished(json)).await.context("control channel lost")?;
                     // Closing the connection would discard unsent stream
                     // data: wait until the orchestrator closes it.
                     let _ = tokio::time::timeout(Duration::from_secs(3), async {
@@ -161,12 +165,12 @@ async fn serve(
                     .await;
                     return Ok(());
                 }
-                Ok(other) => return Err(format!("unexpected message {other:?}")),
-                Err(e) => return Err(format!("control channel lost ({e}); stopping")),
+                Ok(other) => bail!("unexpected message {other:?}"),
+                Err(e) => return Err(anyhow!(e).context("control channel lost; stopping")),
             },
             _ = tick.tick(), if every > 0 => {
                 let r = runtime.report().await;
-                control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.map_err(|e| format!("control channel lost ({e}); stopping"))?;
+                control::send(tx, &ToOrchestrator::Report(Box::new(r))).await.context("control channel lost; stopping")?;
             }
             _ = sigterm.recv() => return Ok(()),
             _ = sigint.recv() => return Ok(()),

@@ -208,6 +208,7 @@ fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<Stri
     use crate::units::{parse_duration, parse_size};
     for (k, v) in params.iter().filter(|(k, _)| !k.starts_with("tm.")) {
         let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
+        let unit = |source| RunError::SetUnit { key: k.clone(), value: v.clone(), source };
         match k.as_str() {
             "tcp.cc" => {
                 tc.cc = match v.as_str() {
@@ -219,8 +220,8 @@ fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<Stri
             "tcp.mss" => {
                 tc.mss = v.parse::<u16>().ok().filter(|m| (64..=9000).contains(m)).ok_or_else(|| bad("not an MSS in 64..=9000".into()))?
             }
-            "tcp.min_rto" => tc.min_rto = parse_duration(v).map_err(|e| bad(e.to_string()))?,
-            "tcp.rcv_buffer" => tc.rcv_buffer = parse_size(v).map_err(|e| bad(e.to_string()))?,
+            "tcp.min_rto" => tc.min_rto = parse_duration(v).map_err(unit)?,
+            "tcp.rcv_buffer" => tc.rcv_buffer = parse_size(v).map_err(unit)?,
             "tcp.dctcp_g" => {
                 tc.dctcp_g = v.parse::<f64>().ok().filter(|g| *g > 0.0 && *g < 1.0).ok_or_else(|| bad("not a fraction in (0, 1)".into()))?
             }
@@ -240,8 +241,9 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
     use crate::units::{parse_duration, parse_rate, parse_size};
     for (k, v) in params.iter().filter(|(k, _)| !k.starts_with("tm.")) {
         let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
-        let dur = || parse_duration(v).map_err(|e| bad(e.to_string()));
-        let rate = || parse_rate(v).map_err(|e| bad(e.to_string()));
+        let unit = |source| RunError::SetUnit { key: k.clone(), value: v.clone(), source };
+        let dur = || parse_duration(v).map_err(unit);
+        let rate = || parse_rate(v).map_err(unit);
         match k.as_str() {
             "roce.payload" => {
                 rc.payload = v
@@ -254,7 +256,7 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
             "roce.gbn_timeout" => rc.gbn_timeout = dur()?,
             "irn.bdp" | "irn.rto_low" | "irn.rto_high" | "irn.resend" => match &mut rc.recovery {
                 Recovery::Irn { bdp_bytes, rto_low, rto_high, resend } => match k.as_str() {
-                    "irn.bdp" => *bdp_bytes = parse_size(v).map_err(|e| bad(e.to_string()))?,
+                    "irn.bdp" => *bdp_bytes = parse_size(v).map_err(unit)?,
                     "irn.rto_low" => *rto_low = dur()?,
                     "irn.resend" => {
                         *resend = match v.as_str() {
@@ -345,6 +347,17 @@ pub enum RunError {
     /// A combination the transport cannot do.
     #[error("{0}")]
     Transport(String),
+    /// A `--set` value whose unit does not parse.
+    #[error("--set {key}={value}: {source}")]
+    SetUnit {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// Cause.
+        #[source]
+        source: crate::units::UnitError,
+    },
     /// A load outside (0, 1].
     #[error("--load {0} must be in (0, 1]")]
     Load(f64),
@@ -354,9 +367,24 @@ pub enum RunError {
     /// Engine could not be built.
     #[error(transparent)]
     Engine(#[from] EngineError),
-    /// The real-time driver failed.
+    /// `--capture` names a link the topology does not have.
+    #[error("--capture: no link `{0}`")]
+    NoSuchLink(String),
+    /// The real-time driver of this process failed.
     #[error("real-time run: {0}")]
-    RealTime(String),
+    Runtime(#[from] emu_node::runtime::RuntimeError),
+    /// The distributed real-time run failed.
+    #[error("real-time run: {0}")]
+    Live(#[from] crate::live::LiveError),
+    /// The fabric certificate.
+    #[error("real-time run: {0}")]
+    Tls(#[from] emu_node::tls::TlsError),
+    /// The Prometheus configuration for the run.
+    #[error("real-time run: {0}")]
+    Prometheus(#[from] crate::prometheus::PrometheusError),
+    /// The async runtime could not start.
+    #[error("real-time run: cannot start the async runtime: {0}")]
+    AsyncRuntime(std::io::Error),
 }
 
 /// A finished run.
@@ -745,31 +773,29 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
                 .links
                 .iter()
                 .position(|l| &l.name == name || l.name.split_once('-').is_some_and(|(a, b)| format!("{b}-{a}") == *name))
-                .ok_or_else(|| RunError::RealTime(format!("--capture: no link `{name}`")))?,
+                .ok_or_else(|| RunError::NoSuchLink(name.clone()))?,
         ),
         None => None,
     };
     let nodes: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
-    let identity = emu_node::tls::FabricIdentity::generate().map_err(|e| RunError::RealTime(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| RunError::RealTime(e.to_string()))?;
+    let identity = emu_node::tls::FabricIdentity::generate()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(RunError::AsyncRuntime)?;
     let start = Instant::now();
     if rt_opts.nodes > 0 {
         let until = opts.until;
         let capture = capture_link.zip(rt_opts.capture.clone()).map(|(i, (_, path, count))| (emu_node::ids::LinkId(i as u32), path, count));
         let mut all = nodes;
-        let run = rt
-            .block_on(crate::live::run_distributed(
-                &fabric,
-                all.iter_mut().map(Option::take).collect(),
-                rt_opts.nodes,
-                opts.seed,
-                rt_opts.spin_us,
-                until,
-                capture,
-                rt_opts.metrics.clone(),
-                progress,
-            ))
-            .map_err(|e| RunError::RealTime(e.to_string()))?;
+        let run = rt.block_on(crate::live::run_distributed(
+            &fabric,
+            all.iter_mut().map(Option::take).collect(),
+            rt_opts.nodes,
+            opts.seed,
+            rt_opts.spin_us,
+            until,
+            capture,
+            rt_opts.metrics.clone(),
+            progress,
+        ))?;
         // Switch state machines stay the prepared (unused) ones; their
         // results come from the emu-nodes that ran them.
         let mut merged: Vec<Node> = prepared.nodes()?;
@@ -808,17 +834,15 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             report_every_ms: 0,
             metrics: rt_opts.metrics.as_ref().map(|m| m.0),
         };
-        let (mut p, addrs) =
-            ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await.map_err(|e| RunError::RealTime(e.to_string()))?;
+        let (mut p, addrs) = ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
         if let (Some(m), Some((_, dir))) = (addrs.metrics, &rt_opts.metrics) {
             let t = [crate::prometheus::Target { addr: m, process: 0 }];
-            crate::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))
-                .map_err(|e| RunError::RealTime(e.to_string()))?;
+            crate::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))?;
         }
-        p.connect(&[]).await.map_err(|e| RunError::RealTime(e.to_string()))?;
+        p.connect(&[]).await?;
         p.schedule_link_events(0);
         if let (Some(i), Some((_, path, count))) = (capture_link, &rt_opts.capture) {
-            p.capture(emu_node::ids::LinkId(i as u32), path, *count).map_err(|e| RunError::RealTime(e.to_string()))?;
+            p.capture(emu_node::ids::LinkId(i as u32), path, *count)?;
         }
         let mut idle_rounds = 0;
         let mut truncated = false;

@@ -53,9 +53,44 @@ pub enum LiveError {
     /// Placement.
     #[error("placement: {0}")]
     Placement(String),
-    /// An emu-node failed during start-up.
+    /// An emu-node reported a failure (its own message).
     #[error("emu-node {0} failed: {1}")]
     Node(u32, String),
+    /// An emu-node's control channel broke (`logs`: the tail of the
+    /// emu-nodes' logs, or empty).
+    #[error("emu-node {process}: {what}: {source}{logs}")]
+    NodeLost {
+        /// The process.
+        process: u32,
+        /// What was going on.
+        what: &'static str,
+        /// Cause.
+        #[source]
+        source: emu_node::control::ControlError,
+        /// Log tails.
+        logs: String,
+    },
+    /// An emu-node sent a message out of turn.
+    #[error("emu-node {0} sent an unexpected message: {1}")]
+    Unexpected(u32, String),
+    /// An emu-node's switch results do not decode.
+    #[error("emu-node {process}: malformed switch results: {source}")]
+    BadResults {
+        /// The process.
+        process: u32,
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Not every emu-node connected in time.
+    #[error("emu-nodes did not all connect within 20 s{0}")]
+    ConnectTimeout(String),
+    /// The orchestrator of a running fabric does not answer its socket.
+    #[error("the orchestrator is not answering on {0} (killed?); `weft down` cleans up")]
+    NotAnswering(String),
+    /// The orchestrator's answer does not decode.
+    #[error("bad answer from the orchestrator: {0}")]
+    BadAnswer(#[source] serde_json::Error),
     /// A network namespace or TAP operation failed.
     #[error(transparent)]
     Tap(#[from] emu_node::tap::TapError),
@@ -74,9 +109,6 @@ pub enum LiveError {
     /// A blocking task panicked or was cancelled.
     #[error(transparent)]
     Task(#[from] tokio::task::JoinError),
-    /// Something else.
-    #[error("{0}")]
-    Other(String),
     /// I/O.
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
@@ -337,7 +369,7 @@ pub fn request(dir: &Path, req: &Request) -> Result<Response, LiveError> {
     let sock = socket_file(dir);
     let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|_| {
         if read_state(dir).is_some() {
-            LiveError::Other(format!("the orchestrator is not answering on {} (killed?); `weft down` cleans up", sock.display()))
+            LiveError::NotAnswering(sock.display().to_string())
         } else {
             LiveError::NotUp(dir.display().to_string())
         }
@@ -349,7 +381,7 @@ pub fn request(dir: &Path, req: &Request) -> Result<Response, LiveError> {
     let mut r = std::io::BufReader::new(s);
     let mut answer = String::new();
     r.read_line(&mut answer).map_err(io("control socket"))?;
-    serde_json::from_str(&answer).map_err(|e| LiveError::Other(format!("bad answer from the orchestrator: {e}")))
+    serde_json::from_str(&answer).map_err(LiveError::BadAnswer)
 }
 
 struct NodeConn {
@@ -675,8 +707,8 @@ async fn await_running(conns: &mut Conns, dir: &Path) -> Result<(), LiveError> {
         match control::recv::<ToOrchestrator>(rx).await {
             Ok(ToOrchestrator::Running) => {}
             Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
-            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
-            Err(e) => return Err(LiveError::Node(p, format!("{e}{}", tail_logs(dir, procs)))),
+            Ok(o) => return Err(LiveError::Unexpected(p, format!("{o:?}"))),
+            Err(source) => return Err(LiveError::NodeLost { process: p, what: "connecting links", source, logs: tail_logs(dir, procs) }),
         }
     }
     Ok(())
@@ -741,8 +773,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     };
     let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
     let server = identity.quic_server(quic::control_transport())?;
-    let ep = quinn::Endpoint::server(server, "127.0.0.1:0".parse().map_err(|_| LiveError::Other("address".into()))?)
-        .map_err(io("control endpoint"))?;
+    let ep = quinn::Endpoint::server(server, (std::net::Ipv4Addr::LOCALHOST, 0).into()).map_err(io("control endpoint"))?;
     let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
     state.control = ctl_addr.to_string();
     state.pin = identity.pin();
@@ -790,7 +821,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         };
         let Some(inc) = inc else {
             let logs = tail_logs(dir, max_proc + 1);
-            return Err(LiveError::Other(format!("emu-nodes did not all connect within 20 s{logs}")));
+            return Err(LiveError::ConnectTimeout(logs));
         };
         let Ok(conn) = inc.await else { continue };
         let Ok((mut tx, mut rx)) = conn.accept_bi().await else { continue };
@@ -814,8 +845,10 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         match control::recv::<ToOrchestrator>(rx).await {
             Ok(ToOrchestrator::Bound(a)) => addrs.push(a),
             Ok(ToOrchestrator::Failed(e)) => return Err(LiveError::Node(p, e)),
-            Ok(o) => return Err(LiveError::Node(p, format!("unexpected {o:?}"))),
-            Err(e) => return Err(LiveError::Node(p, format!("{e}{}", tail_logs(dir, max_proc + 1)))),
+            Ok(o) => return Err(LiveError::Unexpected(p, format!("{o:?}"))),
+            Err(source) => {
+                return Err(LiveError::NodeLost { process: p, what: "binding links", source, logs: tail_logs(dir, max_proc + 1) })
+            }
         }
     }
     Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0) })
@@ -1064,13 +1097,14 @@ pub async fn run_distributed(
     let mut switches = Vec::new();
     let mut last_reports: BTreeMap<u32, Box<ProcessReport>> = BTreeMap::new();
     for (&p, (conn, tx, rx)) in conns.iter_mut() {
-        control::send(tx, &ToNode::ReportNow).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
-        control::send(tx, &ToNode::Finish).await.map_err(|e| LiveError::Node(p, e.to_string()))?;
+        let lost = |source| LiveError::NodeLost { process: p, what: "finishing", source, logs: String::new() };
+        control::send(tx, &ToNode::ReportNow).await.map_err(lost)?;
+        control::send(tx, &ToNode::Finish).await.map_err(lost)?;
         loop {
             match control::recv::<ToOrchestrator>(rx).await {
                 Ok(ToOrchestrator::Finished(json)) => {
                     let r: Vec<emu_node::results::SwitchResult> =
-                        serde_json::from_str(&json).map_err(|e| LiveError::Node(p, format!("malformed switch results: {e}")))?;
+                        serde_json::from_str(&json).map_err(|source| LiveError::BadResults { process: p, source })?;
                     switches.extend(r);
                     conn.close(0u32.into(), b"done");
                     break;
@@ -1080,7 +1114,9 @@ pub async fn run_distributed(
                     last_reports.insert(p, r);
                 }
                 Ok(_) => {}
-                Err(e) => return Err(LiveError::Node(p, format!("lost before sending results: {e}"))),
+                Err(source) => {
+                    return Err(LiveError::NodeLost { process: p, what: "lost before sending results", source, logs: String::new() })
+                }
             }
         }
     }

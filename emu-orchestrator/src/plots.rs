@@ -22,11 +22,14 @@ use std::path::{Path, PathBuf};
 pub enum PlotError {
     /// plotters failed.
     #[error("cannot draw {0}: {1}")]
-    Draw(String, String),
+    Draw(String, #[source] DrawError),
     /// The output directory.
     #[error("cannot create {0}: {1}")]
     Dir(String, std::io::Error),
 }
+
+/// What drawing an SVG fails with (the SVG backend's errors are I/O).
+pub type DrawError = DrawingAreaErrorKind<std::io::Error>;
 
 /// Points (x, y) of a line.
 pub type Points = Vec<(f64, f64)>;
@@ -110,14 +113,14 @@ fn panel<DB: DrawingBackend>(
     ax: Axes,
     series: &[Series],
     legend: SeriesLabelPosition,
-) -> Result<(), String> {
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let (x0, x1) = range(series, |p| p.0, ax.x_log);
     let (y0, y1) = range(series, |p| p.1, ax.y_log);
     let mut b = ChartBuilder::on(area);
     b.caption(ax.title, ("sans-serif", 20)).margin(12).x_label_area_size(48).y_label_area_size(64);
     macro_rules! draw {
         ($chart:expr) => {{
-            let mut chart = $chart.map_err(|e| e.to_string())?;
+            let mut chart = $chart?;
             chart
                 .configure_mesh()
                 .x_desc(ax.x_desc)
@@ -127,8 +130,7 @@ fn panel<DB: DrawingBackend>(
                 .label_style(("sans-serif", 14))
                 .axis_desc_style(("sans-serif", 15))
                 .light_line_style(RGBColor(235, 235, 235))
-                .draw()
-                .map_err(|e| e.to_string())?;
+                .draw()?;
             for (i, s) in series.iter().enumerate() {
                 let c = PALETTE[i % PALETTE.len()];
                 let pts: Vec<(f64, f64)> = s
@@ -138,12 +140,11 @@ fn panel<DB: DrawingBackend>(
                     .filter(|(x, y)| x.is_finite() && y.is_finite() && (!ax.x_log || *x > 0.0) && (!ax.y_log || *y > 0.0))
                     .collect();
                 chart
-                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                     .label(s.name.clone())
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
                 if pts.len() <= 30 {
-                    chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(|e| e.to_string())?;
+                    chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))?;
                 }
             }
             if series.len() > 0 {
@@ -153,8 +154,7 @@ fn panel<DB: DrawingBackend>(
                     .background_style(WHITE.mix(0.85))
                     .border_style(RGBColor(180, 180, 180))
                     .label_font(("sans-serif", 14))
-                    .draw()
-                    .map_err(|e| e.to_string())?;
+                    .draw()?;
             }
         }};
     }
@@ -168,11 +168,11 @@ fn panel<DB: DrawingBackend>(
 }
 
 fn draw_one(path: &Path, ax: Axes, series: &[Series], legend: SeriesLabelPosition) -> Result<(), PlotError> {
-    let err = |e: String| PlotError::Draw(path.display().to_string(), e);
+    let err = |e: DrawError| PlotError::Draw(path.display().to_string(), e);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    root.fill(&WHITE).map_err(err)?;
     panel(&root, ax, series, legend).map_err(err)?;
-    root.present().map_err(|e| err(e.to_string()))
+    root.present().map_err(err)
 }
 
 /// CDF of the FCT slowdown of the counted flows (complete, started after
@@ -247,10 +247,10 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
     let by: Vec<(String, (Points, Points))> = runs.iter().map(|r| (r.name.clone(), slowdown_by_size(r.summary, 10))).collect();
     let p = file("slowdown-by-size.svg");
     {
-        let err = |e: String| PlotError::Draw(p.display().to_string(), e);
+        let err = |e: DrawError| PlotError::Draw(p.display().to_string(), e);
         let root = SVGBackend::new(&p, (1400, 600)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-        let body = root.titled(&format!("FCT slowdown by flow size — {title}"), ("sans-serif", 22)).map_err(|e| err(e.to_string()))?;
+        root.fill(&WHITE).map_err(err)?;
+        let body = root.titled(&format!("FCT slowdown by flow size — {title}"), ("sans-serif", 22)).map_err(err)?;
         let (l, r) = body.split_horizontally(700);
         let avg: Vec<Series> = by.iter().map(|(n, (a, _))| Series { name: n.clone(), points: a.clone() }).collect();
         let p99: Vec<Series> = by.iter().map(|(n, (_, q))| Series { name: n.clone(), points: q.clone() }).collect();
@@ -281,7 +281,7 @@ pub fn write_plots(dir: &Path, prefix: &str, title: &str, runs: &[Labelled]) -> 
             SeriesLabelPosition::UpperLeft,
         )
         .map_err(err)?;
-        root.present().map_err(|e| err(e.to_string()))?;
+        root.present().map_err(err)?;
     }
     written.push(p);
 

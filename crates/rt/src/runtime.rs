@@ -95,11 +95,38 @@ pub enum RuntimeError {
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
     /// Actor spawn.
-    #[error("cannot start actor for `{0}`: {1}")]
-    Spawn(String, String),
-    /// A QUIC connection failed.
-    #[error("QUIC link connection to process {0} failed: {1}")]
-    Connect(u32, String),
+    #[error("cannot start actor for `{node}`: {source}")]
+    Spawn {
+        /// The node.
+        node: String,
+        /// Cause.
+        #[source]
+        source: ractor::SpawnErr,
+    },
+    /// A QUIC link connection could not be started.
+    #[error("QUIC link connection to process {process}: {source}")]
+    Connect {
+        /// The peer process.
+        process: u32,
+        /// Cause.
+        #[source]
+        source: quinn::ConnectError,
+    },
+    /// A QUIC link handshake failed (`process`: `None` for an incoming one).
+    #[error("QUIC link {} failed: {source}", process.map_or("from a peer process".to_string(), |p| format!("to process {p}")))]
+    Handshake {
+        /// The peer process, if we connected.
+        process: Option<u32>,
+        /// Cause.
+        #[source]
+        source: quinn::ConnectionError,
+    },
+    /// A peer process whose link addresses were not given.
+    #[error("no link address for process {0}")]
+    NoPeerAddress(u32),
+    /// A task of the runtime panicked or was cancelled.
+    #[error("runtime task: {0}")]
+    Task(#[from] tokio::task::JoinError),
     /// A misplaced node.
     #[error("{0}")]
     Placement(String),
@@ -258,7 +285,7 @@ impl ProcessRuntime {
                 // runtime thread so QUIC keep-alives continue meanwhile.
                 let (h2, mtu, rxe) = (h.clone(), port.mtu, kind == HostKind::Rxe);
                 let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rxe)).await;
-                let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e.to_string()))));
+                let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))));
                 match made {
                     Ok(host) => {
                         let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
@@ -281,7 +308,7 @@ impl ProcessRuntime {
                     actors.insert(id, NodeHandle::new(a, inbox));
                 }
                 Err(e) => {
-                    rt_err = Some(RuntimeError::Spawn(spec.name.clone(), e.to_string()));
+                    rt_err = Some(RuntimeError::Spawn { node: spec.name.clone(), source: e });
                     break;
                 }
             }
@@ -344,7 +371,7 @@ impl ProcessRuntime {
                 let mut conns = Vec::new();
                 for _ in 0..incoming_expected {
                     let Some(inc) = ep.accept().await else { break };
-                    conns.push(inc.await.map_err(|e| RuntimeError::Connect(u32::MAX, e.to_string()))?);
+                    conns.push(inc.await.map_err(|source| RuntimeError::Handshake { process: None, source })?);
                 }
                 let _ = tx_conns.send(conns);
                 Ok::<(), RuntimeError>(())
@@ -355,14 +382,14 @@ impl ProcessRuntime {
             let client = crate::tls::quic_client(&self.plan.identity.pin(), quic::link_transport())?;
             for (p, conn) in senders_to.iter_mut() {
                 let Some(addr) = peers.iter().find(|a| a.process == *p) else {
-                    return Err(RuntimeError::Connect(*p, "no address for it".into()));
+                    return Err(RuntimeError::NoPeerAddress(*p));
                 };
                 let c = self
                     .quic
                     .connect_with(client.clone(), addr.quic, crate::tls::SERVER_NAME)
-                    .map_err(|e| RuntimeError::Connect(*p, e.to_string()))?
+                    .map_err(|source| RuntimeError::Connect { process: *p, source })?
                     .await
-                    .map_err(|e| RuntimeError::Connect(*p, e.to_string()))?;
+                    .map_err(|source| RuntimeError::Handshake { process: Some(*p), source })?;
                 *conn = Some(c);
             }
         }
@@ -390,7 +417,7 @@ impl ProcessRuntime {
                         (InterProcess::Quic, Some(Some(c))) => Egress::Remote(RemoteSender::quic(self.plan.fabric_tag, c.clone())),
                         _ => {
                             let Some(addr) = peers.iter().find(|a| a.process == proc_) else {
-                                return Err(RuntimeError::Connect(proc_, "no address for it".into()));
+                                return Err(RuntimeError::NoPeerAddress(proc_));
                             };
                             Egress::Remote(RemoteSender::udp(self.plan.fabric_tag, self.udp.clone(), addr.udp))
                         }
@@ -407,7 +434,7 @@ impl ProcessRuntime {
         // Receivers.
         self.tasks.push(tokio::spawn(run_udp_receiver(self.udp.clone(), self.inbound.clone(), self.sched.clone())));
         if let Some(acc) = acceptor {
-            acc.await.map_err(|e| RuntimeError::Connect(u32::MAX, e.to_string()))??;
+            acc.await??;
             if let Some(rx) = self.incoming.take() {
                 for conn in rx.await.unwrap_or_default() {
                     self.tasks.push(tokio::spawn(run_quic_receiver(conn, self.inbound.clone(), self.sched.clone())));

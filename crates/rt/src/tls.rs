@@ -24,9 +24,9 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
-    /// quinn refused the configuration.
+    /// quinn refused the configuration (no TLS 1.3 cipher suite QUIC can use).
     #[error("QUIC TLS configuration: {0}")]
-    Quic(String),
+    Quic(#[from] quinn::crypto::rustls::NoInitialCipherSuite),
     /// A pin that is not 64 hex digits.
     #[error("certificate pin `{0}` is not a SHA-256 in hex")]
     BadPin(String),
@@ -79,7 +79,7 @@ impl FabricIdentity {
                 vec![CertificateDer::from(self.cert_der.clone())],
                 PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
             )?;
-        let q = quinn::crypto::rustls::QuicServerConfig::try_from(cfg).map_err(|e| TlsError::Quic(e.to_string()))?;
+        let q = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)?;
         let mut s = quinn::ServerConfig::with_crypto(Arc::new(q));
         s.transport_config(transport);
         Ok(s)
@@ -99,7 +99,7 @@ pub fn quic_client(pin: &str, transport: Arc<quinn::TransportConfig>) -> Result<
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
-    let q = quinn::crypto::rustls::QuicClientConfig::try_from(cfg).map_err(|e| TlsError::Quic(e.to_string()))?;
+    let q = quinn::crypto::rustls::QuicClientConfig::try_from(cfg)?;
     let mut c = quinn::ClientConfig::new(Arc::new(q));
     c.transport_config(transport);
     Ok(c)
