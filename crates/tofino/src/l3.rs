@@ -88,6 +88,24 @@ impl RouteTable {
         self.lookup_with_data(dst).map(|(g, _)| g)
     }
 
+    /// The group and route data of `dst`'s longest-prefix route, by handle
+    /// (see [`RouteTable::group`]).
+    #[inline]
+    pub fn lookup_group(&self, dst: Ipv4Address) -> Option<(GroupId, Option<u32>)> {
+        for (len, m) in &self.by_len {
+            if let Some(r) = m.get(&(dst.0 & mask(*len))) {
+                return Some(*r);
+            }
+        }
+        None
+    }
+
+    /// The egress ports of group `g` (empty for a handle of another table).
+    #[inline]
+    pub fn group(&self, g: GroupId) -> &[PortId] {
+        self.groups.get(g.0 as usize).map_or(&[], Vec::as_slice)
+    }
+
     /// The group for `dst` and the program's data of its route.
     #[inline]
     pub fn lookup_with_data(&self, dst: Ipv4Address) -> Option<(&[PortId], Option<u32>)> {

@@ -37,7 +37,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use weft_schemes as schemes;
-use weft_tofino::l3::RouteTable;
+use weft_tofino::l3::{GroupId, RouteTable};
 use weft_tofino::program::{
     declarations_of, declare_l3_tables, CpuCx, Declared, EgressCx, EmitTarget, EmittedFrame, IngressDecision, MirrorRequest,
     PacketGenerator, PacketSource, PassRegisters, PortDownGenerator, PortStats, QueueDepths, ScrapeView, SwitchView, Verdict,
@@ -268,6 +268,20 @@ struct PortSnapshot {
     queues: Vec<u64>,
     cells: Vec<u64>,
     total: u64,
+}
+
+/// What the front end admitted to the ingress pipeline.
+struct Admitted {
+    info: FrameInfo,
+    /// The front-panel port it entered on (or, recirculated, first
+    /// entered on).
+    in_port: Option<PortId>,
+    /// IPv4 to the switch's own address that the program claimed.
+    for_switch: bool,
+    /// Claimed by the program (`for_switch`, or another ethertype).
+    claimed: bool,
+    /// The route: equal-cost group and the program's route data.
+    route: Option<(GroupId, Option<u32>)>,
 }
 
 struct DepthSnapshot<'a> {
@@ -665,13 +679,23 @@ impl Switch {
         self.ingress(now, PacketSource::Port(port), frame, out);
     }
 
+    /// One pass through the ingress pipeline: the fixed front end
+    /// ([`Switch::admit`]), the program ([`Switch::run_ingress`]), then its
+    /// verdict ([`Switch::apply`]).
     fn ingress(&mut self, now: Nanos, source: PacketSource, mut frame: BytesMut, out: &mut Vec<Transmit>) {
-        let info = match FrameInfo::parse(&frame) {
-            Ok(i) => i,
-            Err(_) => {
-                self.counters.drop_malformed += 1;
-                return;
-            }
+        let Some(admitted) = self.admit(now, source, &frame, out) else { return };
+        let Some(decision) = self.run_ingress(now, source, &mut frame, &admitted) else { return };
+        self.apply(now, source, frame, &admitted, decision, out);
+    }
+
+    /// The fixed front end: parses, answers PFC and ARP, hands other
+    /// ethertypes and IPv4 to the switch's own address to the program only
+    /// if it claims them, checks the destination MAC and TTL, looks the
+    /// route up. `None`: the frame ends here (counted).
+    fn admit(&mut self, now: Nanos, source: PacketSource, frame: &BytesMut, out: &mut Vec<Transmit>) -> Option<Admitted> {
+        let Ok(info) = FrameInfo::parse(frame) else {
+            self.counters.drop_malformed += 1;
+            return None;
         };
         let in_port = match source {
             PacketSource::Port(p) => Some(p),
@@ -689,60 +713,65 @@ impl Switch {
         };
         match info.kind {
             FrameKind::Pfc => {
-                if let (PacketSource::Port(p), Some(r)) = (source, info.pfc(&frame)) {
+                if let (PacketSource::Port(p), Some(r)) = (source, info.pfc(frame)) {
                     self.receive_pfc(now, p, r, out);
                 }
-                return;
+                return None;
             }
             FrameKind::Arp => {
                 if let PacketSource::Port(p) = source {
-                    self.answer_arp(now, p, &frame, out);
+                    self.answer_arp(now, p, frame, out);
                 }
-                return;
+                return None;
             }
             // Another ethertype reaches the program only if it claims it.
             FrameKind::Other(_) if foreign && !self.program.claim(&info, false) => {
                 self.counters.drop_unknown_ethertype += 1;
-                return;
+                return None;
             }
             _ => {}
         }
-        let mut group: &[weft_wire::ids::PortId] = &[];
-        let mut route_data = None;
         // IPv4 to the switch's own address reaches the program if it claims
         // it (its control messages), with no route, no TTL check.
         let for_switch = info.ip.is_some_and(|ip| ip.dst == self.address) && self.program.claim(&info, true);
-        let claimed = for_switch || foreign;
         if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
             let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
             if dst_mac != self.ports[p.index()].spec.mac {
                 self.counters.drop_not_for_us += 1;
-                return;
+                return None;
             }
             if ip.ttl <= 1 && !for_switch {
                 self.counters.drop_ttl += 1;
-                return;
+                return None;
             }
         }
+        let mut route = None;
         if let (Some(ip), false) = (info.ip, for_switch) {
-            match self.routes.lookup_with_data(ip.dst) {
-                Some((g, data)) => {
-                    group = g;
-                    route_data = data;
-                }
+            match self.routes.lookup_group(ip.dst) {
+                Some(r) => route = Some(r),
                 None => {
                     self.counters.drop_no_route += 1;
-                    return;
+                    return None;
                 }
             }
         }
+        Some(Admitted { info, in_port, for_switch, claimed: for_switch || foreign, route })
+    }
+
+    /// Runs the program's ingress on an admitted frame; `None` if the
+    /// program broke a pipeline rule (counted, the packet dropped).
+    fn run_ingress(&mut self, now: Nanos, source: PacketSource, frame: &mut BytesMut, a: &Admitted) -> Option<IngressDecision> {
         self.counters.pipeline_passes += 1;
         self.pass_serial += 1;
         let snapshot = DepthSnapshot { tm: &self.tm, now, period: self.cfg.snapshot_period_ns, ports: &self.snapshot };
+        let (group, route_data) = match a.route {
+            Some((g, data)) => (self.routes.group(g), data),
+            None => (&[][..], None),
+        };
         let mut cx = IngressCx {
             now,
-            frame: &mut frame,
-            info: &info,
+            frame,
+            info: &a.info,
             source,
             group,
             port_up: &self.port_up,
@@ -751,7 +780,7 @@ impl Switch {
             rng: &mut self.rng,
             hash_seed: self.hash_seed,
             route_data,
-            claimed,
+            claimed: a.claimed,
             decision: IngressDecision::default(),
             routes: &self.routes,
             registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Ingress)),
@@ -760,10 +789,27 @@ impl Switch {
         let result = self.program.ingress(&mut cx);
         let decision = std::mem::take(&mut cx.decision);
         drop(cx);
-        if let Err(e) = result {
-            self.program_error(e);
-            return;
+        match result {
+            Ok(()) => Some(decision),
+            Err(e) => {
+                self.program_error(e);
+                None
+            }
         }
+    }
+
+    /// Carries out the program's decision: queue pause/resume, emitted and
+    /// mirrored frames, then the verdict (one routed hop: TTL and MACs
+    /// rewritten, into the traffic manager).
+    fn apply(
+        &mut self,
+        now: Nanos,
+        source: PacketSource,
+        mut frame: BytesMut,
+        a: &Admitted,
+        decision: IngressDecision,
+        out: &mut Vec<Transmit>,
+    ) {
         for fc in &decision.flow_control {
             if fc.pause {
                 self.tm.pause_queue(fc.port, fc.queue);
@@ -774,7 +820,7 @@ impl Switch {
                 }
             }
         }
-        self.emit_frames(now, decision.emit, in_port, out);
+        self.emit_frames(now, decision.emit, a.in_port, out);
         if let Some(m) = decision.mirror {
             self.mirror(now, &frame, m, out);
         }
@@ -799,12 +845,12 @@ impl Switch {
                 // One routed hop: TTL - 1 (checksum updated incrementally).
                 // Only for routed packets from a front-panel port, so
                 // recirculation costs no TTL.
-                if info.ip.is_some() && matches!(source, PacketSource::Port(_)) && !for_switch {
-                    ipv4::Packet::new_unchecked(&mut frame[info.l3_offset as usize..]).decrement_ttl();
+                if a.info.ip.is_some() && matches!(source, PacketSource::Port(_)) && !a.for_switch {
+                    ipv4::Packet::new_unchecked(&mut frame[a.info.l3_offset as usize..]).decrement_ttl();
                 }
                 Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
-                let queue = decision.queue.unwrap_or_else(|| self.default_queue(&info));
-                let in_port = in_port.filter(|p| p.index() < self.ports.len());
+                let queue = decision.queue.unwrap_or_else(|| self.default_queue(&a.info));
+                let in_port = a.in_port.filter(|p| p.index() < self.ports.len());
                 self.enqueue(now, Admission { port: egress, queue, in_port, bridged: decision.bridged }, frame, out);
             }
         }
