@@ -50,8 +50,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use weft_core::fabric::FabricSpec;
 use weft_core::fct;
+use weft_core::host::roce::RecvQp;
+use weft_core::host::tcp::TcpReceiver;
 use weft_core::host::udp::PROBE_LEN;
-use weft_core::host::UdpMode;
+use weft_core::host::{FlowStats, RoceHost, TcpHost, UdpHost, UdpMode};
 use weft_core::node::Node;
 use weft_core::switch::{PortCounters, SwitchCounters};
 use weft_tofino::tm::QueueStats;
@@ -652,6 +654,152 @@ fn slowdown(fct: Option<Nanos>, base: Option<Nanos>) -> Option<f64> {
     fct.zip(base).filter(|(_, b)| *b > 0).map(|(f, b)| f as f64 / b as f64)
 }
 
+/// The receiving side of every flow, keyed as its sender knows it (UDP:
+/// flow id; RoCE: the receiving QP, flow id + 1; TCP: source address,
+/// source port, destination address).
+struct Receivers<'a> {
+    udp: BTreeMap<u32, FlowStats>,
+    roce: BTreeMap<u32, &'a RecvQp>,
+    tcp: BTreeMap<(u32, u16, u32), &'a TcpReceiver>,
+}
+
+impl<'a> Receivers<'a> {
+    fn of(nodes: &'a [Node]) -> Self {
+        let mut r = Receivers { udp: BTreeMap::new(), roce: BTreeMap::new(), tcp: BTreeMap::new() };
+        for n in nodes {
+            match n {
+                Node::UdpHost(h) => r.udp.extend(h.rx_flows().iter().map(|(id, s)| (*id, *s))),
+                Node::RoceHost(h) => r.roce.extend(h.recv_qps().iter().map(|(qpn, q)| (*qpn, q))),
+                Node::TcpHost(h) => r.tcp.extend(h.receivers().iter().map(|(key, q)| ((key.0, key.1, h.ip().0), q))),
+                Node::Switch(_) => {}
+            }
+        }
+        r
+    }
+}
+
+/// The results of the UDP flows host `h` (node `i`) sent.
+fn udp_flows(fabric: &FabricSpec, i: usize, h: &UdpHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
+    for tx in h.tx_flows() {
+        let r = receivers.udp.get(&tx.flow.id.0).copied().unwrap_or_default();
+        let size = match tx.flow.mode {
+            UdpMode::Bytes(b) => Some(b),
+            UdpMode::Rate { .. } => None,
+        };
+        let (dst, base, ideal) =
+            dst_and_ideals(fabric, i, tx.flow.dst, size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
+        let done = size.is_some_and(|b| r.bytes >= b);
+        let fct_ns = match (done, tx.first_sent, r.last_arrival) {
+            (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
+            _ => None,
+        };
+        flows.push(
+            FlowResult {
+                id: tx.flow.id.0,
+                src: h.name().to_string(),
+                dst,
+                bytes_sent: tx.bytes_sent,
+                bytes_delivered: r.bytes,
+                packets_sent: tx.packets_sent,
+                packets_delivered: r.packets,
+                drops: tx.packets_sent.saturating_sub(r.packets),
+                ecn_marks: r.ecn_marks,
+                out_of_order: r.out_of_order,
+                first_arrival: r.first_arrival,
+                last_arrival: r.last_arrival,
+                size,
+                start: tx.flow.start,
+                first_sent: tx.first_sent,
+                fct: fct_ns,
+                base_fct: base,
+                slowdown: slowdown(fct_ns, base),
+                ..FlowResult::default()
+            }
+            .with_ns3(r.last_arrival.filter(|_| done).map(|l| l.saturating_sub(tx.flow.start)), ideal),
+        );
+    }
+}
+
+/// The results of the TCP flows host `h` (node `i`) sent.
+fn tcp_flows(fabric: &FabricSpec, i: usize, h: &TcpHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
+    let mss = h.config().mss;
+    let none = TcpReceiver::default();
+    for s in h.senders() {
+        let key = (h.ip().0, TcpHost::port_of(s.flow.id), s.flow.dst.0);
+        let r = receivers.tcp.get(&key).copied().unwrap_or(&none);
+        let (dst, base, ideal) = dst_and_ideals(fabric, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
+        let done = r.rcv_nxt >= s.flow.size;
+        let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
+        let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
+        flows.push(
+            FlowResult {
+                id: s.flow.id.0,
+                src: h.name().to_string(),
+                dst,
+                bytes_sent: s.flow.size,
+                bytes_delivered: r.rcv_nxt.min(s.flow.size),
+                packets_sent: sent,
+                packets_delivered: r.segments,
+                drops: sent.saturating_sub(r.segments),
+                ecn_marks: r.ecn_marks,
+                out_of_order: r.out_of_order,
+                first_arrival: r.first_arrival,
+                last_arrival: r.last_arrival,
+                size: Some(s.flow.size),
+                start: s.flow.start,
+                first_sent: s.first_sent,
+                fct: fct_ns,
+                base_fct: base,
+                slowdown: slowdown(fct_ns, base),
+                retransmits: s.retransmits,
+                max_in_flight: s.max_in_flight,
+                ..FlowResult::default()
+            }
+            .with_ns3(s.acked_at.filter(|_| done).map(|a| a.saturating_sub(s.flow.start)), ideal),
+        );
+    }
+}
+
+/// The results of the RoCEv2 flows (send QPs) of host `h` (node `i`).
+fn roce_flows(fabric: &FabricSpec, i: usize, h: &RoceHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
+    let payload = h.config().payload;
+    let none = RecvQp::default();
+    for qp in h.send_qps() {
+        let r = receivers.roce.get(&(qp.flow.id.0 + 1)).copied().unwrap_or(&none);
+        let (dst, base, ideal) = dst_and_ideals(fabric, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
+        let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
+        let sent = qp.snd_nxt as u64 + qp.retransmits;
+        flows.push(
+            FlowResult {
+                id: qp.flow.id.0,
+                src: h.name().to_string(),
+                dst,
+                bytes_sent: qp.flow.size,
+                bytes_delivered: r.bytes,
+                packets_sent: sent,
+                packets_delivered: r.packets,
+                drops: sent.saturating_sub(r.packets),
+                ecn_marks: r.ecn_marks,
+                out_of_order: r.out_of_order,
+                first_arrival: r.first_arrival,
+                last_arrival: r.completed,
+                size: Some(qp.flow.size),
+                start: qp.flow.start,
+                first_sent: qp.first_sent,
+                fct: fct_ns,
+                base_fct: base,
+                slowdown: slowdown(fct_ns, base),
+                retransmits: qp.retransmits,
+                naks: r.naks,
+                cnps: r.cnps,
+                max_in_flight: qp.max_in_flight,
+                ..FlowResult::default()
+            }
+            .with_ns3(qp.acked_at.map(|a| a.saturating_sub(qp.flow.start)), ideal),
+        );
+    }
+}
+
 impl Summary {
     /// Collects the results of `engine` running `fabric` (slowdowns of the
     /// default definition, every flow counted).
@@ -670,157 +818,30 @@ impl Summary {
         warmup_ns: Nanos,
         definition: fct::SlowdownDefinition,
     ) -> Summary {
-        let mut rx = BTreeMap::new();
-        let mut roce_rx = BTreeMap::new();
-        let mut tcp_rx = BTreeMap::new();
-        for n in engine.nodes() {
-            match n {
-                Node::UdpHost(h) => {
-                    for (id, s) in h.rx_flows() {
-                        rx.insert(*id, *s);
-                    }
-                }
-                Node::RoceHost(h) => {
-                    for (qpn, r) in h.recv_qps() {
-                        roce_rx.insert(*qpn, r.clone());
-                    }
-                }
-                Node::TcpHost(h) => {
-                    for (key, r) in h.receivers() {
-                        tcp_rx.insert((key.0, key.1, h.ip().0), r.clone());
-                    }
-                }
-                Node::Switch(_) => {}
-            }
-        }
+        let receivers = Receivers::of(engine.nodes());
         let mut flows = Vec::new();
         let mut switches = Vec::new();
         let mut hosts = Vec::new();
         for (i, n) in engine.nodes().iter().enumerate() {
-            match n {
+            let (name, ip, counters) = match n {
                 Node::UdpHost(h) => {
-                    hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
-                    for tx in h.tx_flows() {
-                        let r = rx.get(&tx.flow.id.0).copied().unwrap_or_default();
-                        let size = match tx.flow.mode {
-                            UdpMode::Bytes(b) => Some(b),
-                            UdpMode::Rate { .. } => None,
-                        };
-                        let (dst, base, ideal) = dst_and_ideals(
-                            fabric,
-                            i,
-                            tx.flow.dst,
-                            size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)),
-                        );
-                        let done = size.is_some_and(|b| r.bytes >= b);
-                        let fct_ns = match (done, tx.first_sent, r.last_arrival) {
-                            (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
-                            _ => None,
-                        };
-                        flows.push(
-                            FlowResult {
-                                id: tx.flow.id.0,
-                                src: h.name().to_string(),
-                                dst,
-                                bytes_sent: tx.bytes_sent,
-                                bytes_delivered: r.bytes,
-                                packets_sent: tx.packets_sent,
-                                packets_delivered: r.packets,
-                                drops: tx.packets_sent.saturating_sub(r.packets),
-                                ecn_marks: r.ecn_marks,
-                                out_of_order: r.out_of_order,
-                                first_arrival: r.first_arrival,
-                                last_arrival: r.last_arrival,
-                                size,
-                                start: tx.flow.start,
-                                first_sent: tx.first_sent,
-                                fct: fct_ns,
-                                base_fct: base,
-                                slowdown: slowdown(fct_ns, base),
-                                ..FlowResult::default()
-                            }
-                            .with_ns3(r.last_arrival.filter(|_| done).map(|l| l.saturating_sub(tx.flow.start)), ideal),
-                        );
-                    }
+                    udp_flows(fabric, i, h, &receivers, &mut flows);
+                    (h.name(), h.ip(), *h.counters())
                 }
                 Node::TcpHost(h) => {
-                    hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
-                    let mss = h.config().mss;
-                    for s in h.senders() {
-                        let key = (h.ip().0, weft_core::host::TcpHost::port_of(s.flow.id), s.flow.dst.0);
-                        let r = tcp_rx.get(&key).cloned().unwrap_or_default();
-                        let (dst, base, ideal) = dst_and_ideals(fabric, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
-                        let done = r.rcv_nxt >= s.flow.size;
-                        let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
-                        let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
-                        flows.push(
-                            FlowResult {
-                                id: s.flow.id.0,
-                                src: h.name().to_string(),
-                                dst,
-                                bytes_sent: s.flow.size,
-                                bytes_delivered: r.rcv_nxt.min(s.flow.size),
-                                packets_sent: sent,
-                                packets_delivered: r.segments,
-                                drops: sent.saturating_sub(r.segments),
-                                ecn_marks: r.ecn_marks,
-                                out_of_order: r.out_of_order,
-                                first_arrival: r.first_arrival,
-                                last_arrival: r.last_arrival,
-                                size: Some(s.flow.size),
-                                start: s.flow.start,
-                                first_sent: s.first_sent,
-                                fct: fct_ns,
-                                base_fct: base,
-                                slowdown: slowdown(fct_ns, base),
-                                retransmits: s.retransmits,
-                                max_in_flight: s.max_in_flight,
-                                ..FlowResult::default()
-                            }
-                            .with_ns3(s.acked_at.filter(|_| done).map(|a| a.saturating_sub(s.flow.start)), ideal),
-                        );
-                    }
+                    tcp_flows(fabric, i, h, &receivers, &mut flows);
+                    (h.name(), h.ip(), *h.counters())
                 }
                 Node::RoceHost(h) => {
-                    hosts.push(HostResult { name: h.name().to_string(), ip: h.ip().to_string(), counters: *h.counters() });
-                    let payload = h.config().payload;
-                    for qp in h.send_qps() {
-                        let r = roce_rx.get(&(qp.flow.id.0 + 1)).cloned().unwrap_or_default();
-                        let (dst, base, ideal) = dst_and_ideals(fabric, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
-                        let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
-                        let sent = qp.snd_nxt as u64 + qp.retransmits;
-                        flows.push(
-                            FlowResult {
-                                id: qp.flow.id.0,
-                                src: h.name().to_string(),
-                                dst,
-                                bytes_sent: qp.flow.size,
-                                bytes_delivered: r.bytes,
-                                packets_sent: sent,
-                                packets_delivered: r.packets,
-                                drops: sent.saturating_sub(r.packets),
-                                ecn_marks: r.ecn_marks,
-                                out_of_order: r.out_of_order,
-                                first_arrival: r.first_arrival,
-                                last_arrival: r.completed,
-                                size: Some(qp.flow.size),
-                                start: qp.flow.start,
-                                first_sent: qp.first_sent,
-                                fct: fct_ns,
-                                base_fct: base,
-                                slowdown: slowdown(fct_ns, base),
-                                retransmits: qp.retransmits,
-                                naks: r.naks,
-                                cnps: r.cnps,
-                                max_in_flight: qp.max_in_flight,
-                                ..FlowResult::default()
-                            }
-                            .with_ns3(qp.acked_at.map(|a| a.saturating_sub(qp.flow.start)), ideal),
-                        );
-                    }
+                    roce_flows(fabric, i, h, &receivers, &mut flows);
+                    (h.name(), h.ip(), *h.counters())
                 }
-                Node::Switch(s) => switches.push(switch_result(fabric, i, s)),
-            }
+                Node::Switch(s) => {
+                    switches.push(switch_result(fabric, i, s));
+                    continue;
+                }
+            };
+            hosts.push(HostResult { name: name.to_string(), ip: ip.to_string(), counters });
         }
         flows.sort_by_key(|f| f.id);
         let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns, definition);
