@@ -12,11 +12,14 @@ use emu_node::tofino::program::{declarations_of, declare_l3_tables};
 use emu_node::tofino::TargetProfile;
 use emu_node::workload::FlowSizeCdf;
 use emu_orchestrator::experiment::{self, RunOptions, WorkloadOptions};
-use emu_orchestrator::topology::{Topology, DEFAULT, SHIPPED};
-use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
+use emu_orchestrator::topology::{Topology, SHIPPED};
+use emu_orchestrator::units::parse_duration;
 use std::path::PathBuf;
 
 mod live_cli;
+mod run_cli;
+
+use run_cli::RunArgs;
 
 #[derive(Parser)]
 #[command(name = "weft", version, about = "weft: a data-center fabric emulator with a Tofino2 model", long_about = None)]
@@ -152,132 +155,6 @@ struct CompareArgs {
     out: PathBuf,
 }
 
-#[derive(clap::Args)]
-struct RunArgs {
-    /// Topology file or shipped name (default: the embedded leaf-spine-2x4).
-    topology: Option<String>,
-    /// Scheme for every switch (default: as in the topology).
-    #[arg(long)]
-    scheme: Option<String>,
-    /// Host transport: udp, roce-lossless (Go-Back-N + PFC), roce-irn (selective repeat, BDP flow control, no PFC), tcp (NewReno; --set tcp.cc=dctcp).
-    #[arg(long, default_value = "udp")]
-    transport: String,
-    /// Traffic pattern: permutation, incast:N, all-to-all, pair:A:B.
-    #[arg(long, default_value = "permutation")]
-    traffic: String,
-    /// Bytes per flow (e.g. 1MB, 64KiB).
-    #[arg(long, default_value = "1MB")]
-    flow_size: String,
-    /// Send each flow at a constant rate instead (e.g. 10Gbps); see --duration.
-    #[arg(long)]
-    rate: Option<String>,
-    /// How long constant-rate flows send.
-    #[arg(long, default_value = "1ms")]
-    duration: String,
-    /// UDP payload bytes per packet (default: MTU-sized).
-    #[arg(long)]
-    payload: Option<u16>,
-    /// DSCP of the flows (priority = DSCP >> 3).
-    #[arg(long, default_value_t = 0)]
-    dscp: u8,
-    /// Send packets that are not ECN-capable.
-    #[arg(long)]
-    no_ecn: bool,
-    /// Enable PFC (lossless) on every switch.
-    #[arg(long, conflicts_with = "no_pfc")]
-    pfc: bool,
-    /// Disable PFC on every switch.
-    #[arg(long)]
-    no_pfc: bool,
-    /// Run seed (same seed, same results).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Clock: virtual (discrete events, deterministic) or real (actors on the
-    /// fabric clock in this process; use a real-time-rate topology such as
-    /// leaf-spine-2x4-rt-synthetic).
-    #[arg(long, default_value = "virtual")]
-    clock: String,
-    /// Real time: capture a link into a pcap, LINK=FILE (first 1000 frames).
-    #[arg(long, value_name = "LINK=FILE")]
-    capture: Option<String>,
-    /// Real time: µs before a deadline the scheduler stops sleeping and spins.
-    #[arg(long, default_value_t = 20)]
-    spin_us: u32,
-    /// Real time: keep the transports' time parameters at their 100 Gbit/s
-    /// values instead of scaling them by 100 Gbit/s / host rate (DESIGN 6.2).
-    #[arg(long)]
-    no_scale_params: bool,
-    /// Real time: run the switches in N emu-node processes (hosts stay in
-    /// this process; every host link crosses processes over UDP). 0: all
-    /// in this process.
-    #[arg(long, default_value_t = 0)]
-    nodes: u32,
-    /// Scheme or transport parameter (repeatable): --set ecmp.use_ports=false,
-    /// --set dcqcn.rp_timer=55us, --set roce.payload=4000, --set irn.bdp=50KB
-    /// (see `weft schemes`).
-    #[arg(long = "set", value_name = "SCHEME.PARAM=VALUE")]
-    set: Vec<String>,
-    /// Stop at this simulated time at the latest (flows still running then
-    /// count as incomplete: the drain phase ends here). With --flows-file it
-    /// counts from the trace origin (the first start, rounded down to a
-    /// millisecond: 2 s for the ConWeave generator's files).
-    #[arg(long, default_value = "1s")]
-    until: String,
-    /// Do not count flows that start before this in the slowdown statistics
-    /// (the ConWeave setup uses 5ms with long runs).
-    #[arg(long, default_value = "0ns")]
-    warmup: String,
-    /// FCT slowdown of the statistics, tables and plots: ns3 (the ConWeave
-    /// authors' simulator: sender FCT / (base RTT + wire bytes /
-    /// bottleneck), at least 1; what the ConWeave paper reports) or weft
-    /// (receiver FCT / one-way idle-path FCT). flows.csv has both.
-    #[arg(long, default_value = "ns3")]
-    slowdown: String,
-    /// Poisson flows with sizes from a CDF: a shipped name (alistorage, fbhdp,
-    /// solar, websearch, fbhdp-hpcc, googlerpc, int-table1) or a file.
-    #[arg(long, conflicts_with_all = ["rate"])]
-    workload: Option<String>,
-    /// Average load of the fabric core for --workload (host links carry
-    /// load / oversubscription), in (0, 1].
-    #[arg(long, default_value_t = 0.5)]
-    load: f64,
-    /// Number of workload flows (default: all arrivals within --duration).
-    #[arg(long)]
-    flows: Option<usize>,
-    /// Replay an explicit flow list in the ConWeave ns-3 generator's format
-    /// (first line: count; then `src dst priority size start_seconds`).
-    #[arg(long, conflicts_with_all = ["workload", "rate"])]
-    flows_file: Option<PathBuf>,
-    /// Real time: serve Prometheus /metrics here while the run lasts
-    /// (emu-node p on port + p with --nodes; port 0: any free port) and
-    /// write OUT/prometheus/targets.json (file SD) and prometheus.yml.
-    #[arg(long, value_name = "ADDR")]
-    metrics: Option<std::net::SocketAddr>,
-    /// Virtual time: write every metric of the /metrics catalogue as
-    /// OpenMetrics with timestamps to FILE, sampled every
-    /// --metrics-period of simulated time (for `promtool tsdb
-    /// create-blocks-from openmetrics FILE DIR`).
-    #[arg(long, value_name = "FILE")]
-    metrics_out: Option<PathBuf>,
-    /// Sampling period of --metrics-out, in simulated time.
-    #[arg(long, default_value = "100us")]
-    metrics_period: String,
-    /// --metrics-out timestamps are START + simulated time × SCALE (the
-    /// TSDB keeps milliseconds: the default 1000 maps 1 µs to 1 ms).
-    #[arg(long, default_value_t = 1000)]
-    metrics_time_scale: u64,
-    /// --metrics-out timestamp of simulated time 0, Unix seconds (default:
-    /// the run's start).
-    #[arg(long, value_name = "SECONDS")]
-    metrics_start: Option<u64>,
-    /// Output directory for summary.json.
-    #[arg(long, default_value = "weft-out")]
-    out: PathBuf,
-    /// Print the summary.json path only (no table).
-    #[arg(long)]
-    quiet: bool,
-}
-
 fn main() {
     let cli = Cli::parse();
     if let Err(e) = real_main(cli) {
@@ -345,7 +222,7 @@ fn real_main(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Run(a) => run(*a),
+        Command::Run(a) => run_cli::run(*a),
         Command::Compare(a) => compare(*a),
         Command::Up(a) => live_cli::up(*a),
         Command::Status { json } => live_cli::status(json),
@@ -353,199 +230,6 @@ fn real_main(cli: Cli) -> Result<()> {
         Command::Down => live_cli::down(),
         Command::Capture(a) => live_cli::capture(a),
     }
-}
-
-fn run(a: RunArgs) -> Result<()> {
-    let topo_name = a.topology.clone().unwrap_or_else(|| DEFAULT.to_string());
-    let topo = Topology::load(&topo_name)?;
-    let (params, transport_params) = split_sets(&a.set)?;
-    let opts = RunOptions {
-        scheme: a.scheme.clone(),
-        params,
-        traffic: a.traffic.parse()?,
-        flow_size: parse_size(&a.flow_size).context("--flow-size")?,
-        rate: a.rate.as_deref().map(parse_rate).transpose().context("--rate")?,
-        duration: parse_duration(&a.duration).context("--duration")?,
-        payload: a.payload,
-        dscp: a.dscp.min(63),
-        ecn_capable: !a.no_ecn,
-        pfc: if a.pfc {
-            Some(true)
-        } else if a.no_pfc {
-            Some(false)
-        } else {
-            None
-        },
-        seed: a.seed,
-        until: parse_duration(&a.until).context("--until")?,
-        warmup: parse_duration(&a.warmup).context("--warmup")?,
-        slowdown: a.slowdown.parse().map_err(anyhow::Error::msg).context("--slowdown")?,
-        flow_list: match &a.flows_file {
-            None => None,
-            Some(p) => Some((
-                p.display().to_string(),
-                std::fs::read_to_string(p).with_context(|| format!("cannot read --flows-file {}", p.display()))?,
-            )),
-        },
-        transport: a.transport.parse().map_err(anyhow::Error::msg)?,
-        transport_params,
-        scale_time_params: a.clock == "real" && !a.no_scale_params,
-        workload: match &a.workload {
-            None => None,
-            Some(w) => Some(WorkloadOptions {
-                cdf: load_cdf(w)?,
-                load: a.load,
-                flows: a.flows,
-                duration: if a.flows.is_some() { Nanos::MAX } else { parse_duration(&a.duration).context("--duration")? },
-            }),
-        },
-    };
-    if opts.scale_time_params {
-        let rate = topo.fabric.hosts().first().and_then(|h| topo.fabric.nodes[h.index()].ports.first()).map(|p| p.rate);
-        if let Some(r) = rate {
-            eprintln!(
-                "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links ({} reference, DESIGN 6.2); scheme time parameters (flowlet gaps, ConWeave thresholds) are not scaled: set them with --set",
-                emu_node::host::REFERENCE_RATE.bps() as f64 / r.bps().max(1) as f64,
-                r,
-                emu_node::host::REFERENCE_RATE
-            );
-        }
-    }
-    if opts.flow_size == 0 && opts.rate.is_none() {
-        bail!("--flow-size must be larger than 0");
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    let started = std::time::Instant::now();
-    let outcome = match a.clock.as_str() {
-        "virtual" => {
-            if a.nodes > 0 {
-                bail!("--nodes needs --clock real");
-            }
-            if a.metrics.is_some() {
-                bail!("--metrics serves a live run: use it with --clock real (a virtual-time run writes --metrics-out FILE instead)");
-            }
-            if a.capture.is_some() {
-                bail!("--capture needs --clock real (or `weft capture` on a live fabric)");
-            }
-            let mut metrics = match &a.metrics_out {
-                None => None,
-                Some(_) => {
-                    let period = parse_duration(&a.metrics_period).context("--metrics-period")?;
-                    if period == 0 {
-                        bail!("--metrics-period must be positive");
-                    }
-                    let start_s = match a.metrics_start {
-                        Some(s) => s,
-                        None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-                    };
-                    if a.metrics_time_scale == 0 {
-                        bail!("--metrics-time-scale must be at least 1");
-                    }
-                    if period as u128 * a.metrics_time_scale as u128 / 1_000_000 == 0 {
-                        bail!(
-                            "--metrics-period {} × --metrics-time-scale {} is under 1 ms: Prometheus keeps millisecond timestamps, so samples would collide; raise either",
-                            a.metrics_period,
-                            a.metrics_time_scale
-                        );
-                    }
-                    let rec = emu_node::metrics::openmetrics::OpenMetricsRecorder::new(start_s * 1000, a.metrics_time_scale)
-                        .with_label("fabric", &topo.fabric.name);
-                    Some(emu_node::metrics::openmetrics::EngineMetrics::new(rec, period))
-                }
-            };
-            let outcome = experiment::run_with_metrics(&topo, &opts, metrics.as_mut(), &mut |sim, events| {
-                bar.set_message(format!(
-                    "simulated {} | {} events | {:.1}s wall",
-                    format_duration(sim),
-                    events,
-                    started.elapsed().as_secs_f64()
-                ));
-                bar.tick();
-            })?;
-            if let (Some(m), Some(path)) = (&metrics, &a.metrics_out) {
-                let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-                let mut w = std::io::BufWriter::new(f);
-                m.recorder
-                    .write(&mut w)
-                    .and_then(|_| std::io::Write::flush(&mut w))
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                if !a.quiet {
-                    eprintln!(
-                        "metrics: {} samples every {} of simulated time in {} (timestamps from {} s, 1 simulated s = {} s)",
-                        m.recorder.samples(),
-                        a.metrics_period,
-                        path.display(),
-                        m.recorder.timestamp_ms(0) / 1000,
-                        a.metrics_time_scale
-                    );
-                }
-            }
-            outcome
-        }
-        "real" => {
-            if a.metrics_out.is_some() {
-                bail!("--metrics-out samples a virtual-time run; a real-time run serves live metrics with --metrics ADDR");
-            }
-            let capture = match &a.capture {
-                None => None,
-                Some(c) => {
-                    let Some((link, file)) = c.split_once('=') else { bail!("--capture takes LINK=FILE, got `{c}`") };
-                    Some((link.to_string(), PathBuf::from(file), 1000))
-                }
-            };
-            if let Some(m) = a.metrics {
-                eprintln!(
-                    "metrics: /metrics on {m}{} while the run lasts; file-SD {} and {} list the endpoints once they are bound",
-                    if a.nodes > 0 { " (emu-node p on the port + p)" } else { "" },
-                    a.out.join("prometheus/targets.json").display(),
-                    a.out.join("prometheus/prometheus.yml").display()
-                );
-            }
-            let rt =
-                experiment::RealTimeOptions { spin_us: a.spin_us, capture, nodes: a.nodes, metrics: a.metrics.map(|m| (m, a.out.clone())) };
-            experiment::run_real(&topo, &opts, &rt, &mut |now, frames| {
-                bar.set_message(format!("real time {} | {} frames received by actors", format_duration(now), frames));
-                bar.tick();
-            })?
-        }
-        other => bail!("--clock must be `virtual` or `real`, got `{other}`"),
-    };
-    bar.finish_and_clear();
-    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
-    let path = a.out.join("summary.json");
-    std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
-    let csv = a.out.join("flows.csv");
-    std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
-    let title =
-        format!("{} {} on {}", outcome.summary.scheme, outcome.summary.traffic.split(" (").next().unwrap_or(""), outcome.summary.topology);
-    let plots = emu_orchestrator::plots::write_plots(
-        &a.out.join("plots"),
-        "",
-        &title,
-        &[emu_orchestrator::plots::Labelled { name: outcome.summary.scheme.clone(), summary: &outcome.summary }],
-    )?;
-    if a.quiet {
-        println!("{}", path.display());
-        return Ok(());
-    }
-    print_summary(&outcome.summary, outcome.wall);
-    if outcome.truncated {
-        println!("note: stopped at --until {} with events still pending", a.until);
-        if let Some(first) = outcome.summary.flows.iter().map(|f| f.start).min() {
-            if outcome.summary.flows.iter().all(|f| f.first_sent.is_none()) {
-                println!(
-                    "note: no flow started: the first starts at {} of simulated time; raise --until (now {})",
-                    format_duration(first),
-                    a.until
-                );
-            }
-        }
-    }
-    println!("wrote {}, {} and {} plots in {}", path.display(), csv.display(), plots.len(), a.out.join("plots").display());
-    Ok(())
 }
 
 fn compare(a: CompareArgs) -> Result<()> {
