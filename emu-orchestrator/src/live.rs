@@ -547,26 +547,91 @@ async fn run_fabric(
     await_running(&mut conns, &dir).await?;
     let targets: Vec<crate::prometheus::Target> =
         addrs.iter().filter_map(|a| a.metrics.map(|m| crate::prometheus::Target { addr: m, process: a.process })).collect();
-    state.metrics = targets.iter().map(|t| (t.process, format!("http://{}/metrics", t.addr))).collect();
     let interval = opts.prometheus.as_ref().map_or(Duration::from_secs(1), |p| p.scrape_interval);
-    let (sd, yml) = crate::prometheus::write_config(&dir, &fabric.name, &targets, interval)?;
-    state.prometheus_config = Some((sd.display().to_string(), yml.display().to_string()));
-    let mut targets = targets;
     // Kept (not waited for) so that the child is not reaped behind the
     // state file's back; teardown stops it by pid.
-    let mut _prometheus_child = None;
-    if let Some(p) = &opts.prometheus {
-        let (d, bin, listen) = (dir.clone(), p.bin.clone(), p.listen);
-        let started = tokio::task::spawn_blocking(move || crate::prometheus::start(&d, &bin, listen)).await?;
-        let (child, addr) = started?;
-        state.prometheus = Some((child.id(), format!("http://{addr}")));
-        _prometheus_child = Some(child);
-        write_state(&dir, state)?;
+    let _prometheus_child = configure_prometheus(opts, &fabric.name, &targets, interval, state).await?;
+    let mut targets = targets;
+    let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    let live =
+        Arc::new(Live { nodes: watch_nodes(conns, children, state, &dead_tx), fabric, events: Mutex::new(Vec::new()), dir: dir.clone() });
+    let sock = socket_file(&dir);
+    let _ = std::fs::remove_file(&sock);
+    let listener = tokio::net::UnixListener::bind(&sock).map_err(io(format!("control socket {}", sock.display())))?;
+    state.phase = "running".into();
+    write_state(&dir, state)?;
+    ready(&state.hosts);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
+    let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+    let mut reported_dead = std::collections::BTreeSet::new();
+    let mut down_ack = None;
+    loop {
+        tokio::select! {
+            a = listener.accept() => {
+                if let Ok((s, _)) = a {
+                    let live = live.clone();
+                    let down_tx = down_tx.clone();
+                    tokio::spawn(async move { let _ = serve_client(s, live, down_tx).await; });
+                }
+            }
+            Some(p) = dead_rx.recv() => {
+                if reported_dead.insert(p) {
+                    let msg = death_message(&live, p);
+                    eprintln!("weft: {msg}");
+                    if let Ok(mut ev) = live.events.lock() { ev.push(msg.clone()); }
+                    if let Some(n) = live.nodes.get(&p) { if let Ok(mut d) = n.dead.lock() { d.get_or_insert(msg); } }
+                    // The file-SD lists live nodes only.
+                    targets.retain(|t| t.process != p);
+                    let _ = crate::prometheus::write_config(&dir, &live.fabric.name, &targets, interval);
+                }
+            }
+            Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
+            // The fabric is complete: whoever connects now is refused.
+            inc = ep.accept() => if let Some(inc) = inc { tokio::spawn(refuse_latecomer(inc, token.clone())); },
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+        }
     }
-    // Serve.
+    stop_nodes(&live, state).await;
+    let _ = std::fs::remove_file(&sock);
+    ep.close(0u32.into(), b"down");
+    Ok(down_ack)
+}
+
+/// Writes the Prometheus file-SD and configuration for `targets` and, if
+/// asked, starts Prometheus (its child process is returned, to be kept).
+async fn configure_prometheus(
+    opts: &UpOptions,
+    fabric: &str,
+    targets: &[crate::prometheus::Target],
+    interval: Duration,
+    state: &mut FabricState,
+) -> Result<Option<std::process::Child>, LiveError> {
+    let dir = &opts.state_dir;
+    state.metrics = targets.iter().map(|t| (t.process, format!("http://{}/metrics", t.addr))).collect();
+    let (sd, yml) = crate::prometheus::write_config(dir, fabric, targets, interval)?;
+    state.prometheus_config = Some((sd.display().to_string(), yml.display().to_string()));
+    let Some(p) = &opts.prometheus else { return Ok(None) };
+    let (d, bin, listen) = (dir.clone(), p.bin.clone(), p.listen);
+    let (child, addr) = tokio::task::spawn_blocking(move || crate::prometheus::start(&d, &bin, listen)).await??;
+    state.prometheus = Some((child.id(), format!("http://{addr}")));
+    write_state(dir, state)?;
+    Ok(Some(child))
+}
+
+/// Serves every emu-node's control channel: a task per node keeps its
+/// latest report, answers capture requests and records its failure; it
+/// and a child-exit watcher (faster than the QUIC idle timeout) send the
+/// process index on `dead_tx` when the node is gone.
+fn watch_nodes(
+    conns: Conns,
+    children: Vec<tokio::process::Child>,
+    state: &FabricState,
+    dead_tx: &tokio::sync::mpsc::UnboundedSender<u32>,
+) -> BTreeMap<u32, Arc<NodeConn>> {
     let mut nodes = BTreeMap::new();
-    let mut readers = Vec::new();
-    for (p, (conn, tx, rx)) in conns {
+    for (p, (conn, tx, mut rx)) in conns {
         let nc = Arc::new(NodeConn {
             pid: state.processes.get(&p).copied().unwrap_or(0),
             tx: tokio::sync::Mutex::new(tx),
@@ -575,11 +640,6 @@ async fn run_fabric(
             capture: tokio::sync::Mutex::new(None),
         });
         nodes.insert(p, nc.clone());
-        readers.push((p, conn, rx, nc));
-    }
-    let live = Arc::new(Live { fabric, nodes, events: Mutex::new(Vec::new()), dir: dir.clone() });
-    let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
-    for (p, conn, mut rx, nc) in readers {
         let dead_tx = dead_tx.clone();
         tokio::spawn(async move {
             loop {
@@ -627,61 +687,26 @@ async fn run_fabric(
             }
         });
     }
-    let sock = socket_file(&dir);
-    let _ = std::fs::remove_file(&sock);
-    let listener = tokio::net::UnixListener::bind(&sock).map_err(io(format!("control socket {}", sock.display())))?;
-    state.phase = "running".into();
-    write_state(&dir, state)?;
-    ready(&state.hosts);
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
-    let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
-    let mut reported_dead = std::collections::BTreeSet::new();
-    let mut down_ack = None;
-    loop {
-        tokio::select! {
-            a = listener.accept() => {
-                if let Ok((s, _)) = a {
-                    let live = live.clone();
-                    let down_tx = down_tx.clone();
-                    tokio::spawn(async move { let _ = serve_client(s, live, down_tx).await; });
-                }
-            }
-            Some(p) = dead_rx.recv() => {
-                if reported_dead.insert(p) {
-                    let msg = death_message(&live, p);
-                    eprintln!("weft: {msg}");
-                    if let Ok(mut ev) = live.events.lock() { ev.push(msg.clone()); }
-                    if let Some(n) = live.nodes.get(&p) { if let Ok(mut d) = n.dead.lock() { d.get_or_insert(msg); } }
-                    // The file-SD lists live nodes only.
-                    targets.retain(|t| t.process != p);
-                    let _ = crate::prometheus::write_config(&dir, &live.fabric.name, &targets, interval);
-                }
-            }
-            Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
-            inc = ep.accept() => {
-                // The fabric is complete: whoever connects now is refused.
-                if let Some(inc) = inc {
-                    let token = token.clone();
-                    tokio::spawn(async move {
-                        let Ok(conn) = inc.await else { return };
-                        let Ok((mut tx, mut rx)) = conn.accept_bi().await else { return };
-                        let why = match control::recv::<ToOrchestrator>(&mut rx).await {
-                            Ok(ToOrchestrator::Hello { token: t, .. }) if t == token => "the fabric is complete (no process slot is free)",
-                            _ => "bad token",
-                        };
-                        let _ = control::send(&mut tx, &ToNode::Refused(why.into())).await;
-                        let _ = tx.finish();
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        conn.close(1u32.into(), b"refused");
-                    });
-                }
-            }
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
-        }
-    }
-    // Orderly stop: ask every node, give them 3 s, then kill.
+    nodes
+}
+
+/// Refuses an emu-node that connects once the fabric is complete.
+async fn refuse_latecomer(inc: quinn::Incoming, token: String) {
+    let Ok(conn) = inc.await else { return };
+    let Ok((mut tx, mut rx)) = conn.accept_bi().await else { return };
+    let why = match control::recv::<ToOrchestrator>(&mut rx).await {
+        Ok(ToOrchestrator::Hello { token: t, .. }) if t == token => "the fabric is complete (no process slot is free)",
+        _ => "bad token",
+    };
+    let _ = control::send(&mut tx, &ToNode::Refused(why.into())).await;
+    let _ = tx.finish();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    conn.close(1u32.into(), b"refused");
+}
+
+/// Orderly stop: asks every node to stop, gives them 3 s, then removes
+/// what is left (processes, namespaces) and the state file.
+async fn stop_nodes(live: &Live, state: &FabricState) {
     for n in live.nodes.values() {
         let mut tx = n.tx.lock().await;
         let _ = control::send(&mut tx, &ToNode::Stop).await;
@@ -692,9 +717,6 @@ async fn run_fabric(
     }
     let _ = remove_leftovers_of(state);
     let _ = std::fs::remove_file(state_file(&live.dir));
-    let _ = std::fs::remove_file(&sock);
-    ep.close(0u32.into(), b"down");
-    Ok(down_ack)
 }
 
 /// Control connections by process index.
