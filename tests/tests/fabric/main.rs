@@ -3,6 +3,7 @@
 
 mod base_fct;
 mod determinism;
+mod digests;
 mod failures;
 mod incast;
 mod roce;
