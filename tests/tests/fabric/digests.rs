@@ -18,8 +18,11 @@ fn hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A `--set key=value` pair.
+type Set = (&'static str, &'static str);
+
 /// (name, scheme, transport, --set, load).
-const RUNS: &[(&str, &str, Transport, &[(&str, &str)], f64)] = &[
+const RUNS: &[(&str, &str, Transport, &[Set], f64)] = &[
     ("conweave-roce-lossless", "conweave", Transport::RoceLossless, &[], 0.8),
     ("drill-roce-irn", "drill", Transport::RoceIrn, &[], 0.5),
     ("letflow-dctcp", "letflow", Transport::Tcp, &[("tcp.cc", "dctcp")], 0.5),
