@@ -76,6 +76,8 @@ use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use weft_wire::frame::FrameInfo;
 use weft_wire::ids::{NodeId, PortId};
 use weft_wire::roce::{self, Aeth, AethKind, BthPacket, BthRepr, Opcode, Reth};
@@ -404,8 +406,15 @@ pub struct RoceHost {
     nic: Nic,
     cfg: RoceConfig,
     send: Vec<SendQp>,
-    /// Indices of QPs not yet fully acknowledged (the only ones a wake-up looks at).
-    active: Vec<usize>,
+    /// Indices of the QPs not yet fully acknowledged, in index order
+    /// (started or not): the round robin's positions.
+    unfinished: Vec<usize>,
+    /// The started ones among them (start time reached at a wake-up), in
+    /// index order: the only QPs a wake-up looks at.
+    started: Vec<usize>,
+    /// QPs not started yet, per priority class, by (start time, index).
+    pending: [BinaryHeap<Reverse<(Nanos, usize)>>; 8],
+    /// Round robin: the position in `unfinished` a send looks at first.
     rr: usize,
     recv: FxHashMap<u32, RecvQp>,
     timer: Option<Nanos>,
@@ -436,7 +445,9 @@ impl RoceHost {
             nic: Nic::from_spec(node)?,
             cfg,
             send: Vec::new(),
-            active: Vec::new(),
+            unfinished: Vec::new(),
+            started: Vec::new(),
+            pending: Default::default(),
             rr: 0,
             recv: FxHashMap::default(),
             timer: None,
@@ -481,7 +492,9 @@ impl RoceHost {
             last_progress: flow.start,
             recovery_until: None,
         });
-        self.active.push(self.send.len() - 1);
+        let i = self.send.len() - 1;
+        self.unfinished.push(i);
+        self.pending[(flow.dscp >> 3) as usize % 8].push(Reverse((flow.start, i)));
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
     }
 
@@ -777,13 +790,54 @@ impl RoceHost {
         Some((qp.snd_nxt, false))
     }
 
-    fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+    /// Moves the QPs whose start time has come into `started` and drops the
+    /// fully acknowledged ones (from `unfinished` too), so a wake-up never
+    /// walks QPs that cannot send. Keeps every QP's position in
+    /// `unfinished` exactly as one list of all unfinished QPs would.
+    fn update_started(&mut self, now: Nanos) {
+        for heap in &mut self.pending {
+            while let Some(&Reverse((start, i))) = heap.peek() {
+                if start > now {
+                    break;
+                }
+                heap.pop();
+                let at = self.started.partition_point(|&j| j < i);
+                self.started.insert(at, i);
+            }
+        }
         let send = &self.send;
-        self.active.retain(|&i| send[i].snd_una < send[i].packets);
+        let unfinished = &mut self.unfinished;
+        self.started.retain(|&i| {
+            let done = send[i].snd_una >= send[i].packets;
+            if done {
+                if let Ok(at) = unfinished.binary_search(&i) {
+                    unfinished.remove(at);
+                }
+            }
+            !done
+        });
+    }
+
+    /// The first started QP that can send now, in round-robin order: from
+    /// position `rr` of `unfinished` on, cyclically (QPs not started never
+    /// can, so they are skipped without being looked at).
+    fn next_ready(&self, now: Nanos) -> Option<usize> {
+        let n = self.unfinished.len();
+        if n == 0 || self.started.is_empty() {
+            return None;
+        }
+        let first = self.unfinished[self.rr % n];
+        let from = self.started.partition_point(|&j| j < first);
+        let m = self.started.len();
+        (0..m).map(|k| self.started[(from + k) % m]).find(|&i| self.next_packet(i, now).is_some())
+    }
+
+    fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        self.update_started(now);
         // Go-Back-N timeout.
         if self.cfg.recovery == Recovery::GoBackN {
             let rto = self.cfg.gbn_timeout;
-            for &i in &self.active {
+            for &i in &self.started {
                 let qp = &mut self.send[i];
                 if qp.snd_una < qp.snd_nxt && now >= qp.last_progress + rto {
                     qp.retransmits += (qp.snd_nxt - qp.snd_una) as u64;
@@ -794,7 +848,7 @@ impl RoceHost {
         }
         // IRN retransmission timeouts.
         if let Recovery::Irn { rto_low, rto_high, .. } = self.cfg.recovery {
-            for &i in &self.active {
+            for &i in &self.started {
                 let qp = &mut self.send[i];
                 if qp.snd_una < qp.snd_nxt {
                     let rto = if qp.snd_nxt - qp.snd_una <= 3 { rto_low } else { rto_high };
@@ -816,9 +870,8 @@ impl RoceHost {
         }
         if !self.nic.send_control(now, out) && !self.nic.is_busy(now) {
             let line = self.nic.rate().bps() as f64;
-            let n = self.active.len();
-            let ready = (0..n).map(|k| self.active[(self.rr + k) % n.max(1)]).find(|&i| self.next_packet(i, now).is_some());
-            if let Some(i) = ready {
+            let n = self.unfinished.len();
+            if let Some(i) = self.next_ready(now) {
                 match self.nic.gateway_mac(now) {
                     None => {
                         self.nic.send_control(now, out);
@@ -849,7 +902,7 @@ impl RoceHost {
                             }
                             qp.max_in_flight = qp.max_in_flight.max(in_flight + if retx { 0 } else { len as u64 });
                             qp.next_send = now + BitRate(qp.rate.max(1.0) as u64).serialization_ns(len);
-                            self.rr = (self.active.iter().position(|&a| a == i).unwrap_or(0) + 1) % n.max(1);
+                            self.rr = (self.unfinished.binary_search(&i).unwrap_or(0) + 1) % n.max(1);
                         }
                     }
                 }
@@ -862,7 +915,7 @@ impl RoceHost {
             consider(self.nic.busy_until().max(now + if self.nic.is_busy(now) { 0 } else { 1 }));
         }
         if let Some(t) = self.nic.arp_retry_at() {
-            if !self.active.is_empty() {
+            if !self.unfinished.is_empty() {
                 consider(t);
             }
         }
@@ -870,7 +923,14 @@ impl RoceHost {
             Recovery::Irn { rto_low, rto_high, .. } => Some((rto_low, rto_high)),
             Recovery::GoBackN => None,
         };
-        for &i in &self.active {
+        // QPs not started: the earliest start per class, or the class's
+        // pause end if later.
+        for (class, heap) in self.pending.iter().enumerate() {
+            if let Some(&Reverse((start, _))) = heap.peek() {
+                consider(start.max(self.nic.paused_until(class as u8)));
+            }
+        }
+        for &i in &self.started {
             let qp = &self.send[i];
             let class = qp.flow.dscp >> 3;
             let mut t = qp.next_send.max(qp.flow.start).max(now.min(self.nic.busy_until()));
@@ -890,7 +950,7 @@ impl RoceHost {
                 }
             }
         }
-        if self.nic.is_busy(now) && !self.active.is_empty() {
+        if self.nic.is_busy(now) && !self.unfinished.is_empty() {
             consider(self.nic.busy_until());
         }
         self.timer = next;
