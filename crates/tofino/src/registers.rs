@@ -164,19 +164,11 @@ impl RegisterFile {
     /// `id` (the egress-to-ingress path, see
     /// [`crate::Declarations::egress_to_ingress`]).
     pub fn publish(&mut self, id: RegisterId, index: u32, value: u64) -> Result<(), ProgramError> {
-        let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
+        let a = self.arrays.get(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
         if !a.published {
             return Err(ProgramError::NotPublished(a.decl.name.clone()));
         }
-        let entries = a.data.len() as u32;
-        let mask = a.mask;
-        let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
-            register: a.decl.name.clone(),
-            index,
-            entries,
-        })?;
-        *slot = value & mask;
-        Ok(())
+        self.cpu_write(id, index, value)
     }
 
     /// The ingress pipeline's read of entry `index` of the egress-to-ingress
