@@ -71,6 +71,9 @@ pub struct RunOptions {
     /// An explicit flow list (name, text) in the ns-3 generator's format
     /// instead of `traffic` (see [`emu_node::workload::parse_flow_list`]).
     pub flow_list: Option<(String, String)>,
+    /// Virtual time: threads the fabric runs on (the engine may use fewer,
+    /// see [`Engine::with_threads`]); results do not depend on it.
+    pub threads: usize,
 }
 
 /// The transport of the synthetic hosts.
@@ -328,6 +331,7 @@ impl Default for RunOptions {
             slowdown: SlowdownDefinition::default(),
             workload: None,
             flow_list: None,
+            threads: 1,
             transport: Transport::Udp,
             transport_params: Default::default(),
             scale_time_params: false,
@@ -396,6 +400,8 @@ pub struct RunOutcome {
     pub wall: Duration,
     /// Whether the run stopped at `until` with events left.
     pub truncated: bool,
+    /// Threads the engine ran on (1 in real time).
+    pub threads: usize,
 }
 
 /// Progress callback: (simulated ns, events so far).
@@ -457,10 +463,11 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The virtual-time engine with every flow added (in plan order, each
-    /// source host re-armed after its flow, so timer ties keep that order).
-    pub fn engine(&self) -> Result<Engine, RunError> {
-        let mut engine = Engine::new(&self.fabric, &self.node_config)?;
+    /// The virtual-time engine on up to `threads` threads with every flow
+    /// added (in plan order, each source host re-armed after its flow).
+    pub fn engine(&self, threads: usize) -> Result<Engine, RunError> {
+        let nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
+        let mut engine = Engine::with_threads(&self.fabric, nodes, threads)?;
         for (src, flow, sized) in &self.flows {
             if let Some(n) = engine.node_mut(*src) {
                 add_flow(n, flow, sized);
@@ -619,7 +626,7 @@ pub fn run_with_metrics(
     progress: Progress<'_>,
 ) -> Result<RunOutcome, RunError> {
     let prepared = prepare(topo, opts)?;
-    let mut engine = prepared.engine()?;
+    let mut engine = prepared.engine(opts.threads)?;
     let Prepared { scheme, traffic, time_origin, .. } = prepared;
     let start = Instant::now();
     // Advance in sampling steps: uplink counters are read every 100 us of
@@ -666,7 +673,7 @@ pub fn run_with_metrics(
     summary.time_origin_ns = time_origin;
     summary.uplink_imbalance = Some(sampler.finish());
     summary.queue_trace = depths.finish(&topo.fabric);
-    Ok(RunOutcome { summary, wall, truncated })
+    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads() })
 }
 
 /// One cell of a comparison matrix.
@@ -814,7 +821,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             emu_node::time::format_duration(run.end),
             run.transport_lost
         );
-        return Ok(RunOutcome { summary, wall, truncated: run.truncated });
+        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1 });
     }
     let start = Instant::now();
     let (nodes, truncated, sim_end) = rt.block_on(async {
@@ -872,5 +879,5 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     summary.time_origin_ns = time_origin;
     summary.simulated_ns = sim_end;
     summary.traffic = format!("{traffic} (real time, {} of fabric time)", emu_node::time::format_duration(sim_end));
-    Ok(RunOutcome { summary, wall, truncated })
+    Ok(RunOutcome { summary, wall, truncated, threads: 1 })
 }

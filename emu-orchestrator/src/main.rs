@@ -57,12 +57,12 @@ enum Command {
     Topologies,
     /// Run traffic on a topology in virtual time and write summary.json.
     #[command(
-        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000"
+        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000\n  weft run fat-tree-k8 --workload alistorage --flows 20000 --threads 2   # same results as 1 thread"
     )]
     Run(Box<RunArgs>),
     /// Run a workload for several schemes x loads and print the paper-style table.
     #[command(
-        after_help = "Examples:\n  weft compare leaf-spine-8x8 --schemes ecmp --loads 0.5,0.8 --workload alistorage --flows 5000\n  weft compare leaf-spine-2x4 --schemes ecmp --loads 0.3,0.5,0.7 --workload solar --flows 2000 --out cmp/"
+        after_help = "Examples:\n  weft compare leaf-spine-8x8 --schemes ecmp --loads 0.5,0.8 --workload alistorage --flows 5000\n  weft compare leaf-spine-2x4 --schemes ecmp --loads 0.3,0.5,0.7 --workload solar --flows 2000 --out cmp/\n  weft compare leaf-spine-8x8 --schemes ecmp,conweave --loads 0.5,0.8 --flows 100000 --jobs 2 --threads 2"
     )]
     Compare(Box<CompareArgs>),
     /// Start a real-time fabric: emu-node processes, links, TAP hosts in network namespaces.
@@ -141,9 +141,16 @@ struct CompareArgs {
     /// Run seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Parallel runs (default: the number of cores).
+    /// Parallel runs (default: the number of cores / --threads). Runs and
+    /// threads multiply: jobs × threads busy threads; keep it at most the
+    /// number of cores (more only adds waiting at each round's barrier).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Threads per run (virtual time; results do not depend on it). Many
+    /// runs are best spread with --jobs; --threads shortens each run, for
+    /// matrices with fewer cells than cores or one long cell.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads: usize,
     /// FCT slowdown of the statistics, tables and plots: ns3 (the ConWeave
     /// authors' simulator: sender FCT / (base RTT + wire bytes /
     /// bottleneck), at least 1; what the ConWeave paper reports) or weft
@@ -245,9 +252,14 @@ fn compare(a: CompareArgs) -> Result<()> {
     let slowdown: emu_node::fct::SlowdownDefinition = a.slowdown.parse().map_err(anyhow::Error::msg).context("--slowdown")?;
     let transports: Vec<(String, experiment::Transport)> =
         a.transport.iter().map(|t| Ok((t.clone(), t.parse().map_err(anyhow::Error::msg)?))).collect::<Result<_>>()?;
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let jobs = a.jobs.unwrap_or_else(|| (cores / a.threads).max(1));
     let n = a.schemes.len() * a.loads.len() * transports.len();
-    eprintln!("running {n} experiments ({} flows each) on {jobs} threads...", a.flows);
+    let per_run = if a.threads > 1 { format!(", {} threads per run", a.threads) } else { String::new() };
+    eprintln!("running {n} experiments ({} flows each) {jobs} at a time{per_run}...", a.flows);
     let started = std::time::Instant::now();
     let mut report = Vec::new();
     for (tname, transport) in &transports {
@@ -255,6 +267,7 @@ fn compare(a: CompareArgs) -> Result<()> {
             seed: a.seed,
             transport_params: transport_params.clone(),
             scale_time_params: false,
+            threads: a.threads,
             transport: *transport,
             warmup,
             slowdown,
@@ -398,7 +411,7 @@ fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
     Ok(FlowSizeCdf::parse(w, &text)?)
 }
 
-fn print_summary(s: &Summary, wall: std::time::Duration) {
+fn print_summary(s: &Summary, wall: std::time::Duration, threads: usize) {
     let flows = s.flows.len();
     let sent: u64 = s.flows.iter().map(|f| f.bytes_sent).sum();
     let delivered: u64 = s.flows.iter().map(|f| f.bytes_delivered).sum();
@@ -489,9 +502,10 @@ fn print_summary(s: &Summary, wall: std::time::Duration) {
     }
     let secs = wall.as_secs_f64().max(1e-9);
     println!(
-        "  simulated {} in {:.3}s wall: {} events ({:.2} M/s), {} packet-hops ({:.2} M/s)",
+        "  simulated {} in {:.3}s wall{}: {} events ({:.2} M/s), {} packet-hops ({:.2} M/s)",
         format_duration(s.simulated_ns),
         secs,
+        if threads > 1 { format!(" on {threads} threads") } else { String::new() },
         s.totals.events,
         s.totals.events as f64 / secs / 1e6,
         s.totals.packet_hops,

@@ -130,6 +130,11 @@ pub(crate) struct RunArgs {
     /// the run's start).
     #[arg(long, value_name = "SECONDS")]
     metrics_start: Option<u64>,
+    /// Virtual time: run the fabric on N threads (partitions by leaf or
+    /// pod, synchronised every smallest link delay between them; the
+    /// results are the same for every N).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads: usize,
     /// Output directory for summary.json.
     #[arg(long, default_value = "weft-out")]
     out: PathBuf,
@@ -196,6 +201,7 @@ impl RunPlan {
                 )),
             },
             transport: a.transport.parse().map_err(anyhow::Error::msg)?,
+            threads: a.threads,
             transport_params,
             scale_time_params: a.clock == "real" && !a.no_scale_params,
             workload: match &a.workload {
@@ -220,6 +226,9 @@ impl RunPlan {
     }
 
     fn virtual_clock(a: &RunArgs) -> Result<Clock> {
+        if a.threads == 0 {
+            bail!("--threads must be at least 1");
+        }
         if a.nodes > 0 {
             bail!("--nodes needs --clock real");
         }
@@ -252,6 +261,9 @@ impl RunPlan {
     }
 
     fn real_clock(a: &RunArgs) -> Result<Clock> {
+        if a.threads != 1 {
+            bail!("--threads runs a virtual-time fabric on several threads; in real time every node is an actor already (use --nodes N for processes)");
+        }
         if a.metrics_out.is_some() {
             bail!("--metrics-out samples a virtual-time run; a real-time run serves live metrics with --metrics ADDR");
         }
@@ -329,7 +341,7 @@ pub(crate) fn run(a: RunArgs) -> Result<()> {
         println!("{}", summary.display());
         return Ok(());
     }
-    crate::print_summary(&outcome.summary, outcome.wall);
+    crate::print_summary(&outcome.summary, outcome.wall, outcome.threads);
     if outcome.truncated {
         let until = format_duration(plan.opts.until);
         println!("note: stopped at --until {until} with events still pending");

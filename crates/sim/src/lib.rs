@@ -3,9 +3,10 @@
 //! Runs a fabric of sans-IO nodes (`weft-core`) in virtual time, as a
 //! discrete-event simulation: deterministic for a seed, as fast as the CPU
 //! allows, the same switch and host code as the real-time driver (DESIGN
-//! §3). Design choice: one event queue ordered by (time, insertion
-//! sequence) so that equal-time events run in a fixed order and a run's
-//! `summary.json` and `flows.csv` are byte-identical for a seed. It depends
+//! §3). Design choice: events are ordered by (time, source, generation), a
+//! key that depends only on the fabric, so that equal-time events run in a
+//! fixed order and a run's `summary.json` and `flows.csv` are
+//! byte-identical for a seed, on one thread or on several. It depends
 //! on the sans-IO crates and `weft-metrics` and must never depend on the
 //! real-time driver (`weft-rt`), an async runtime, a socket or the wall
 //! clock.

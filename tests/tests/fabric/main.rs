@@ -9,6 +9,7 @@ mod incast;
 mod roce;
 mod schemes;
 mod tcp;
+mod threads;
 
 use emu_orchestrator::experiment::{self, RunOptions, RunOutcome};
 use emu_orchestrator::topology::Topology;

@@ -1,7 +1,8 @@
 //! The engine's event queue: a 4-ary min-heap of 16-byte events.
 //!
-//! Ordering is by `(at, tag)`; tags are unique and grow with insertion, so
-//! equal times pop in insertion order (FIFO), as turmoil and nexosim do.
+//! Ordering is by `(at, tag)`; the engine makes tags unique among the
+//! events queued at once, so the order is total and does not depend on the
+//! order of insertion.
 //! Four children of 16 bytes fill one 64-byte cache line, so a sift-down
 //! touches one line per level and the tree is half as deep as a binary
 //! heap's (BENCHMARKS.md has the comparison).
@@ -13,7 +14,7 @@ use weft_wire::time::Nanos;
 pub struct Event {
     /// Time.
     pub at: Nanos,
-    /// Unique, insertion-ordered tag.
+    /// What happens; unique among the events queued at once.
     pub tag: u64,
 }
 
@@ -102,7 +103,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pops_in_time_then_insertion_order() {
+    fn pops_in_time_then_tag_order() {
         let mut q = EventQueue::default();
         let mut x: u64 = 7;
         let mut all = Vec::new();

@@ -1,25 +1,47 @@
-//! The virtual-time driver: one process, all nodes of a fabric, one event
-//! queue.
+//! The virtual-time driver: all nodes of a fabric in one process, on one or
+//! several threads.
 //!
-//! Events are ordered by `(time, sequence number)` so events at equal times
-//! run in the order they were scheduled (as turmoil and nexosim do); the
-//! engine never schedules in the past. A frame a node transmits with its
-//! last bit at `end` is delivered to the peer port at `end + link delay`
+//! Events are ordered by `(time, what, generation)`: *what* is a fixed
+//! number per event source (a link event of the schedule, a link
+//! direction, a node's timer) and the generation tells a node's successive
+//! timers apart, so the order of events never depends on when they were
+//! scheduled, only on the fabric. That is what lets a fabric run on several
+//! threads with the results of one ([`partition`]). The engine never
+//! schedules in the past. A frame a node transmits with its last bit at
+//! `end` is delivered to the peer port at `end + link delay`
 //! (store-and-forward). A link direction is a FIFO channel (frames leave in
-//! order and share one delay), so only each channel's head frame sits in the
-//! event queue: the queue stays as small as the number of links, not of
-//! frames in flight. Each node has at most one live timer event, armed
-//! from its `poll_timeout()` after every input and cancelled lazily (an
-//! event whose sequence number is not the node's armed one is skipped). Link events of the topology schedule take links down,
-//! up, or change their rate at the given times.
+//! order and share one delay), so only each channel's head frame sits in
+//! the event queue: the queue stays as small as the number of links, not of
+//! frames in flight. Each node has at most one live timer event, armed from
+//! its `poll_timeout()` after every input and cancelled lazily (an event
+//! whose generation is not the node's armed one is skipped). Link events of
+//! the topology schedule take links down, up, or change their rate at the
+//! given times.
+//!
+//! Parallel runs (conservative synchronisation in windows, as in YAWNS /
+//! the "bounded lag" family): the nodes are split into partitions
+//! ([`partition::partition`]: hosts stay with their ToR, pods or leaves
+//! stay whole), each with its own event queue, run by its own thread. The
+//! lookahead `L` is the smallest delay of a link between two partitions.
+//! Round by round, every partition publishes the time of its next event, all
+//! take the minimum `T` and process their events with time `< T + L`;
+//! frames for another partition go to a mailbox and are merged after the
+//! round's barrier. A frame sent in the round leaves at or after `T` and
+//! arrives at least `L` later, so it is never due inside the round that
+//! sent it.
 //!
 //! Determinism: no wall clock and no global RNG are read; node RNGs are
-//! seeded from the run seed and node id, so the same seed gives the same
-//! event sequence and byte-identical results.
+//! seeded from the run seed and node id. Each node sees its events in
+//! `(time, what, generation)` order whatever the partitions are (an event
+//! from another partition is due at least `L` after the event that made
+//! it, so it is known before the round it falls in), hence a seed gives
+//! byte-identical results for every thread count.
 
 use bytes::BytesMut;
 use event_queue::{Event, EventQueue};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent};
 use weft_core::node::{build_nodes, Node, NodeConfig, NodeError};
 use weft_core::switch::Transmit;
@@ -27,24 +49,30 @@ use weft_wire::ids::{LinkId, NodeId, PortId};
 use weft_wire::time::{BitRate, Nanos};
 
 pub mod event_queue;
+pub mod partition;
 
-/// An [`Event`]'s `tag` packs the sequence number (high 40 bits) and what
-/// happens (low 24 bits: a channel id, `timer_base + node`, or `link_base +
-/// schedule index`). Sequence numbers are unique, so ordering by
-/// `(at, tag)` is ordering by `(at, seq)`, and a timer event is live only if
-/// its tag is the one its node armed (lazy cancellation).
-const ID_BITS: u32 = 24;
-const ID_MASK: u64 = (1 << ID_BITS) - 1;
+/// An [`Event`]'s `tag` packs what happens (high 24 bits: `link event`,
+/// `channel_base + channel`, or `timer_base + node`) and a generation (low
+/// 40 bits: a node's timer count, 0 otherwise). Ordering by `(at, tag)` is
+/// ordering by `(at, what, generation)`; a timer event is live only if its
+/// tag is the one its node armed (lazy cancellation).
+const GEN_BITS: u32 = 40;
+const ID_LIMIT: u64 = 1 << (64 - GEN_BITS);
 
 /// One direction of a link: frames in flight, in departure order.
 ///
 /// It carries a copy of its link's state (`up`, `delay`) so that sending a
 /// frame touches one structure, not two (the hot path is memory-bound).
+/// Every partition has a copy of every channel: the sender's copy is the
+/// one whose `up` counts, the receiver's holds the frames in flight.
+#[derive(Clone)]
 struct Channel {
     to: (NodeId, PortId),
     link: LinkId,
     up: bool,
     delay: Nanos,
+    /// Partition of the receiving node.
+    to_part: u32,
     in_flight: VecDeque<(Event, BytesMut)>,
 }
 
@@ -67,6 +95,15 @@ pub struct EngineTotals {
     pub host_deliveries: u64,
     /// Frames lost because their link was down when sent.
     pub link_down_drops: u64,
+}
+
+impl EngineTotals {
+    fn add(&mut self, o: &EngineTotals) {
+        self.events += o.events;
+        self.packet_hops += o.packet_hops;
+        self.host_deliveries += o.host_deliveries;
+        self.link_down_drops += o.link_down_drops;
+    }
 }
 
 /// Errors building an engine.
@@ -99,176 +136,119 @@ fn prefetch(p: *const u8) {
     let _ = p;
 }
 
-/// The discrete-event engine.
-pub struct Engine {
-    now: Nanos,
-    seq: u64,
-    queue: EventQueue,
-    nodes: Vec<Node>,
+/// What every partition reads and no one changes during a run.
+struct Layout {
+    /// Partition and index inside it of each node.
+    place: Vec<(u32, u32)>,
     /// Channel id of (node, egress port).
     channel_of: Vec<Vec<u32>>,
-    channels: Vec<Channel>,
-    links: Vec<LinkState>,
+    /// The two ends of each link.
     ends: Vec<[(NodeId, PortId); 2]>,
     schedule: Vec<LinkEvent>,
+    channel_base: u64,
     timer_base: u64,
-    link_base: u64,
-    /// Sequence number of each node's live timer event.
+}
+
+/// A frame for another partition: its channel, its delivery event, itself.
+type Mail = (u32, Event, BytesMut);
+
+/// One partition: its nodes' events, run by one thread.
+struct Part {
+    index: u32,
+    now: Nanos,
+    queue: EventQueue,
+    /// Global ids of its nodes, in local order.
+    members: Vec<NodeId>,
+    /// Its nodes while a run is in progress (moved back to the engine
+    /// between runs, so the engine can lend them out).
+    nodes: Vec<Node>,
+    channels: Vec<Channel>,
+    links: Vec<LinkState>,
+    /// Tag of each local node's live timer event, and its time.
     armed: Vec<Option<(Nanos, u64)>>,
+    /// Timers armed so far, per local node (the generation).
+    timers: Vec<u64>,
     out: Vec<Transmit>,
+    /// Frames for each other partition, sent this round.
+    outbox: Vec<Vec<Mail>>,
     totals: EngineTotals,
 }
 
-impl Engine {
-    /// Builds every node of `fabric` with [`build_nodes`] (switches with
-    /// their schemes, hosts with the configured transport) and schedules the
-    /// topology's link events.
-    pub fn new(fabric: &FabricSpec, cfg: &NodeConfig) -> Result<Self, EngineError> {
-        Self::with_nodes(fabric, build_nodes(fabric, cfg)?)
-    }
-
-    /// Builds an engine from already-built nodes (tests with custom programs).
-    pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Result<Self, EngineError> {
-        let mut channels = Vec::new();
-        let channel_of = fabric
-            .nodes
-            .iter()
-            .map(|n| {
-                n.ports
-                    .iter()
-                    .map(|p| {
-                        let delay = fabric.links.get(p.link.index()).map_or(0, |l| l.delay);
-                        channels.push(Channel { to: (p.peer, p.peer_port), link: p.link, up: true, delay, in_flight: VecDeque::new() });
-                        (channels.len() - 1) as u32
-                    })
-                    .collect()
-            })
-            .collect();
-        let links = fabric.links.iter().map(|l| LinkState { up: true, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
-        let ends = fabric.links.iter().map(|l| [l.a, l.b]).collect();
-        let n = nodes.len();
-        let timer_base = channels.len() as u64;
-        let link_base = timer_base + n as u64;
-        if link_base + fabric.schedule.len() as u64 > ID_MASK {
-            return Err(EngineError::TooLarge { ids: link_base + fabric.schedule.len() as u64, max: ID_MASK });
-        }
-        let mut e = Engine {
-            now: 0,
-            seq: 0,
-            queue: EventQueue::default(),
-            nodes,
-            channel_of,
-            channels,
-            links,
-            ends,
-            schedule: fabric.schedule.clone(),
-            timer_base,
-            link_base,
-            armed: vec![None; n],
-            out: Vec::new(),
-            totals: EngineTotals::default(),
-        };
-        for (i, ev) in fabric.schedule.iter().enumerate() {
-            let tag = e.next_tag(link_base + i as u64);
-            e.queue.push(Event { at: ev.at, tag });
-        }
-        for i in 0..n {
-            e.rearm(NodeId(i as u32));
-        }
-        Ok(e)
-    }
-
+impl Part {
     #[inline]
-    fn next_tag(&mut self, id: u64) -> u64 {
-        self.seq += 1;
-        (self.seq << ID_BITS) | id
+    fn local(&self, l: &Layout, node: NodeId) -> usize {
+        l.place[node.index()].1 as usize
     }
 
-    fn rearm(&mut self, node: NodeId) {
-        let Some(t) = self.nodes[node.index()].poll_timeout() else {
+    fn rearm(&mut self, l: &Layout, node: NodeId) {
+        let t = self.nodes[self.local(l, node)].poll_timeout();
+        self.arm(l, node, t);
+    }
+
+    /// Arms `node`'s timer for `t` (its `poll_timeout()`), unless an
+    /// earlier one is armed.
+    fn arm(&mut self, l: &Layout, node: NodeId, t: Option<Nanos>) {
+        let i = self.local(l, node);
+        let Some(t) = t else {
             // Nothing to wait for: an armed event becomes stale.
-            self.armed[node.index()] = None;
+            self.armed[i] = None;
             return;
         };
-        if let Some((at, _)) = self.armed[node.index()] {
+        if let Some((at, _)) = self.armed[i] {
             if at <= t {
                 return;
             }
         }
         let at = t.max(self.now);
-        let tag = self.next_tag(self.timer_base + node.0 as u64);
-        self.armed[node.index()] = Some((t, tag));
+        self.timers[i] += 1;
+        let tag = ((l.timer_base + node.0 as u64) << GEN_BITS) | self.timers[i];
+        self.armed[i] = Some((t, tag));
         self.queue.push(Event { at, tag });
     }
 
-    fn flush(&mut self, node: NodeId) {
+    /// Queues a frame on its (local) channel.
+    #[inline]
+    fn enqueue(&mut self, c: u32, ev: Event, frame: BytesMut) {
+        let ch = &mut self.channels[c as usize];
+        debug_assert!(ch.in_flight.back().is_none_or(|b| b.0.at <= ev.at), "a channel delivers in order");
+        ch.in_flight.push_back((ev, frame));
+        if ch.in_flight.len() == 1 {
+            self.queue.push(ev);
+        }
+    }
+
+    fn flush(&mut self, l: &Layout, node: NodeId) {
         let mut out = std::mem::take(&mut self.out);
-        let chans = &self.channel_of[node.index()];
+        let chans = &l.channel_of[node.index()];
         for t in out.drain(..) {
+            debug_assert!(t.end >= self.now, "a frame leaves after it is sent");
             let Some(&c) = chans.get(t.port.index()) else { continue };
-            let ch = &mut self.channels[c as usize];
+            let ch = &self.channels[c as usize];
             if !ch.up {
                 self.links[ch.link.index()].drops += 1;
                 self.totals.link_down_drops += 1;
                 continue;
             }
-            let at = t.end + ch.delay;
-            self.seq += 1;
-            let ev = Event { at, tag: (self.seq << ID_BITS) | c as u64 };
-            debug_assert!(ch.in_flight.back().is_none_or(|b| b.0.at <= at), "a channel delivers in order");
-            ch.in_flight.push_back((ev, t.frame));
-            if ch.in_flight.len() == 1 {
-                self.queue.push(ev);
+            let ev = Event { at: t.end + ch.delay, tag: (l.channel_base + c as u64) << GEN_BITS };
+            if ch.to_part == self.index {
+                self.enqueue(c, ev, t.frame);
+            } else {
+                let to = ch.to_part as usize;
+                self.outbox[to].push((c, ev, t.frame));
             }
         }
         self.out = out;
-        self.rearm(node);
-    }
-
-    /// Current simulated time.
-    pub fn now(&self) -> Nanos {
-        self.now
-    }
-
-    /// Run-wide counters.
-    pub fn totals(&self) -> EngineTotals {
-        self.totals
-    }
-
-    /// The nodes.
-    pub fn nodes(&self) -> &[Node] {
-        &self.nodes
-    }
-
-    /// A node, mutable (to add flows before the run).
-    pub fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
-        self.nodes.get_mut(id.index())
-    }
-
-    /// Re-arms a node's timer after it was changed from outside (flows added).
-    pub fn refresh(&mut self, id: NodeId) {
-        self.rearm(id);
-    }
-
-    /// Frames lost on each link because it was down.
-    pub fn link_drops(&self) -> Vec<u64> {
-        self.links.iter().map(|l| l.drops).collect()
-    }
-
-    /// Whether events remain.
-    pub fn is_idle(&self) -> bool {
-        self.queue.is_empty()
+        self.rearm(l, node);
     }
 
     /// Time of the next event.
-    pub fn next_event_time(&self) -> Option<Nanos> {
+    fn next_time(&self) -> Option<Nanos> {
         self.queue.peek().map(|e| e.at)
     }
 
-    /// Processes events with time ≤ `until`; returns the number processed.
-    /// Stops early (returning) after `budget` events so callers can report
-    /// progress.
-    pub fn run_until(&mut self, until: Nanos, budget: u64) -> u64 {
+    /// Processes events with time ≤ `until`, at most `budget` of them;
+    /// returns the number processed.
+    fn run_until(&mut self, l: &Layout, until: Nanos, budget: u64) -> u64 {
         let mut n = 0;
         while n < budget {
             match self.queue.peek() {
@@ -280,26 +260,34 @@ impl Engine {
             // queue or on a link while thousands of events ran): start
             // loading it now, while this event is processed.
             if let Some(next) = self.queue.peek() {
-                if let Some((_, f)) = self.channels.get((next.tag & ID_MASK) as usize).and_then(|c| c.in_flight.front()) {
+                let c = (next.tag >> GEN_BITS).wrapping_sub(l.channel_base) as usize;
+                if let Some((_, f)) = self.channels.get(c).and_then(|c| c.in_flight.front()) {
                     prefetch(f.as_ptr());
                 }
             }
-            let id = ev.tag & ID_MASK;
-            if (self.timer_base..self.link_base).contains(&id)
-                && self.armed[(id - self.timer_base) as usize].map(|(_, tag)| tag) != Some(ev.tag)
-            {
-                continue; // stale timer: does not advance time
-            }
-            self.now = ev.at;
-            if id < self.timer_base {
-                let ch = &mut self.channels[id as usize];
+            let id = ev.tag >> GEN_BITS;
+            if id >= l.timer_base {
+                let node = NodeId((id - l.timer_base) as u32);
+                let i = self.local(l, node);
+                if self.armed[i].map(|(_, tag)| tag) != Some(ev.tag) {
+                    continue; // stale timer: does not advance time
+                }
+                self.now = ev.at;
+                n += 1;
+                self.armed[i] = None;
+                self.nodes[i].handle_timeout(ev.at, &mut self.out);
+                self.flush(l, node);
+            } else if id >= l.channel_base {
+                self.now = ev.at;
+                let ch = &mut self.channels[(id - l.channel_base) as usize];
                 let Some((_, frame)) = ch.in_flight.pop_front() else { continue };
                 let (node, port) = ch.to;
                 if let Some(&(next, _)) = ch.in_flight.front() {
                     self.queue.push(next);
                 }
                 n += 1;
-                match &mut self.nodes[node.index()] {
+                let i = self.local(l, node);
+                match &mut self.nodes[i] {
                     Node::Switch(s) => {
                         self.totals.packet_hops += 1;
                         s.handle_frame(ev.at, port, frame, &mut self.out);
@@ -309,24 +297,22 @@ impl Engine {
                         h.handle_frame(ev.at, port, frame, &mut self.out);
                     }
                 }
-                self.flush(node);
-            } else if id < self.link_base {
-                let node = NodeId((id - self.timer_base) as u32);
-                n += 1;
-                self.armed[node.index()] = None;
-                self.nodes[node.index()].handle_timeout(ev.at, &mut self.out);
-                self.flush(node);
+                self.flush(l, node);
             } else {
-                n += 1;
-                let le = self.schedule[(id - self.link_base) as usize];
-                self.apply_link_event(le);
+                self.now = ev.at;
+                let le = l.schedule[id as usize];
+                // Both ends' partitions apply it; the first end's counts it.
+                if l.place[l.ends[le.link.index()][0].0.index()].0 == self.index {
+                    n += 1;
+                }
+                self.apply_link_event(l, le);
             }
         }
         self.totals.events += n;
         n
     }
 
-    fn apply_link_event(&mut self, le: LinkEvent) {
+    fn apply_link_event(&mut self, lay: &Layout, le: LinkEvent) {
         let Some(l) = self.links.get_mut(le.link.index()) else { return };
         let now = self.now;
         match le.action {
@@ -341,8 +327,12 @@ impl Engine {
         for ch in self.channels.iter_mut().filter(|c| c.link == le.link) {
             ch.up = up;
         }
-        for (node, port) in self.ends[le.link.index()] {
-            match &mut self.nodes[node.index()] {
+        for (node, port) in lay.ends[le.link.index()] {
+            if lay.place[node.index()].0 != self.index {
+                continue;
+            }
+            let i = self.local(lay, node);
+            match &mut self.nodes[i] {
                 Node::Switch(s) => {
                     s.set_port_up(now, port, up, &mut self.out);
                     s.set_port_rate(now, port, rate);
@@ -351,7 +341,303 @@ impl Engine {
                 Node::RoceHost(h) => h.set_port_rate(now, rate),
                 Node::TcpHost(h) => h.set_port_rate(now, rate),
             }
-            self.flush(node);
+            self.flush(lay, node);
+        }
+    }
+}
+
+/// A barrier for the rounds of a parallel run: it spins briefly (rounds
+/// are short), then yields the CPU (more threads than cores, e.g. `weft
+/// compare --jobs` with `--threads`).
+struct RoundBarrier {
+    waiting: AtomicUsize,
+    round: AtomicUsize,
+    threads: usize,
+}
+
+impl RoundBarrier {
+    fn new(threads: usize) -> Self {
+        RoundBarrier { waiting: AtomicUsize::new(0), round: AtomicUsize::new(0), threads }
+    }
+
+    fn wait(&self) {
+        let round = self.round.load(Ordering::Acquire);
+        if self.waiting.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            self.waiting.store(0, Ordering::Relaxed);
+            self.round.store(round.wrapping_add(1), Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.round.load(Ordering::Acquire) == round {
+            if spins < 2_000 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// What the threads of one parallel `run_until` share.
+struct Rounds {
+    barrier: RoundBarrier,
+    /// Each partition's next event time (`u64::MAX`: none).
+    next: Vec<AtomicU64>,
+    /// Events processed in this call, all partitions.
+    events: AtomicU64,
+    /// Frames from partition `i` to partition `j` at `i * parts + j`.
+    mail: Vec<Mutex<Vec<Mail>>>,
+}
+
+/// The discrete-event engine.
+pub struct Engine {
+    nodes: Vec<Node>,
+    parts: Vec<Part>,
+    layout: Layout,
+    lookahead: Nanos,
+}
+
+impl Engine {
+    /// Builds every node of `fabric` with [`build_nodes`] (switches with
+    /// their schemes, hosts with the configured transport) and schedules the
+    /// topology's link events; one thread.
+    pub fn new(fabric: &FabricSpec, cfg: &NodeConfig) -> Result<Self, EngineError> {
+        Self::with_threads(fabric, build_nodes(fabric, cfg)?, 1)
+    }
+
+    /// Builds an engine from already-built nodes (tests with custom
+    /// programs); one thread.
+    pub fn with_nodes(fabric: &FabricSpec, nodes: Vec<Node>) -> Result<Self, EngineError> {
+        Self::with_threads(fabric, nodes, 1)
+    }
+
+    /// Builds an engine that runs `nodes` on up to `threads` threads
+    /// ([`partition::partition`] chooses the partitions and may use fewer:
+    /// [`Engine::threads`] says how many). Results are the same for every
+    /// thread count.
+    pub fn with_threads(fabric: &FabricSpec, nodes: Vec<Node>, threads: usize) -> Result<Self, EngineError> {
+        let plan = partition::partition(fabric, threads);
+        let parts_n = plan.parts as usize;
+        let n = nodes.len();
+        let mut place = vec![(0u32, 0u32); n];
+        let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); parts_n];
+        for (i, p) in place.iter_mut().enumerate() {
+            let part = plan.part_of.get(i).copied().unwrap_or(0) as usize;
+            *p = (part as u32, members[part].len() as u32);
+            members[part].push(NodeId(i as u32));
+        }
+        let mut channels = Vec::new();
+        let channel_of = fabric
+            .nodes
+            .iter()
+            .map(|node| {
+                node.ports
+                    .iter()
+                    .map(|p| {
+                        let delay = fabric.links.get(p.link.index()).map_or(0, |l| l.delay);
+                        let to_part = place.get(p.peer.index()).map_or(0, |pl| pl.0);
+                        channels.push(Channel {
+                            to: (p.peer, p.peer_port),
+                            link: p.link,
+                            up: true,
+                            delay,
+                            to_part,
+                            in_flight: VecDeque::new(),
+                        });
+                        (channels.len() - 1) as u32
+                    })
+                    .collect()
+            })
+            .collect();
+        let links: Vec<LinkState> =
+            fabric.links.iter().map(|l| LinkState { up: true, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
+        let ends: Vec<_> = fabric.links.iter().map(|l| [l.a, l.b]).collect();
+        let channel_base = fabric.schedule.len() as u64;
+        let timer_base = channel_base + channels.len() as u64;
+        if timer_base + n as u64 > ID_LIMIT {
+            return Err(EngineError::TooLarge { ids: timer_base + n as u64, max: ID_LIMIT });
+        }
+        let layout = Layout { place, channel_of, ends, schedule: fabric.schedule.clone(), channel_base, timer_base };
+        let parts = members
+            .into_iter()
+            .enumerate()
+            .map(|(index, members)| Part {
+                index: index as u32,
+                now: 0,
+                queue: EventQueue::default(),
+                nodes: Vec::new(),
+                channels: channels.clone(),
+                links: links.clone(),
+                armed: vec![None; members.len()],
+                timers: vec![0; members.len()],
+                members,
+                out: Vec::new(),
+                outbox: (0..parts_n).map(|_| Vec::new()).collect(),
+                totals: EngineTotals::default(),
+            })
+            .collect();
+        let mut e = Engine { nodes, parts, layout, lookahead: plan.lookahead };
+        for (i, ev) in fabric.schedule.iter().enumerate() {
+            let ev = Event { at: ev.at, tag: (i as u64) << GEN_BITS };
+            let mut parts_of_ends: Vec<u32> = e.layout.ends[fabric.schedule[i].link.index()]
+                .iter()
+                .filter_map(|(node, _)| e.layout.place.get(node.index()).map(|p| p.0))
+                .collect();
+            parts_of_ends.dedup();
+            for p in parts_of_ends {
+                e.parts[p as usize].queue.push(ev);
+            }
+        }
+        for i in 0..n {
+            e.refresh(NodeId(i as u32));
+        }
+        Ok(e)
+    }
+
+    /// Threads (partitions) the engine runs on.
+    pub fn threads(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The smallest delay of a link between two partitions (the length of a
+    /// round); `None` on one thread.
+    pub fn lookahead(&self) -> Option<Nanos> {
+        (self.parts.len() > 1).then_some(self.lookahead)
+    }
+
+    /// Current simulated time: that of the last event processed.
+    pub fn now(&self) -> Nanos {
+        self.parts.iter().map(|p| p.now).max().unwrap_or(0)
+    }
+
+    /// Run-wide counters.
+    pub fn totals(&self) -> EngineTotals {
+        let mut t = EngineTotals::default();
+        for p in &self.parts {
+            t.add(&p.totals);
+        }
+        t
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// A node, mutable (to add flows before the run).
+    pub fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
+        self.nodes.get_mut(id.index())
+    }
+
+    /// Re-arms a node's timer after it was changed from outside (flows added).
+    pub fn refresh(&mut self, id: NodeId) {
+        let (Some(&(p, _)), Some(node)) = (self.layout.place.get(id.index()), self.nodes.get(id.index())) else { return };
+        let t = node.poll_timeout();
+        self.parts[p as usize].arm(&self.layout, id, t);
+    }
+
+    /// Frames lost on each link because it was down.
+    pub fn link_drops(&self) -> Vec<u64> {
+        let mut drops = vec![0; self.layout.ends.len()];
+        for p in &self.parts {
+            for (d, l) in drops.iter_mut().zip(&p.links) {
+                *d += l.drops;
+            }
+        }
+        drops
+    }
+
+    /// Whether events remain.
+    pub fn is_idle(&self) -> bool {
+        self.parts.iter().all(|p| p.queue.is_empty())
+    }
+
+    /// Time of the next event.
+    pub fn next_event_time(&self) -> Option<Nanos> {
+        self.parts.iter().filter_map(Part::next_time).min()
+    }
+
+    /// Processes events with time ≤ `until`; returns the number processed.
+    /// Stops early (returning) after `budget` events (on several threads:
+    /// at the end of the round in which the budget ran out) so callers can
+    /// report progress.
+    pub fn run_until(&mut self, until: Nanos, budget: u64) -> u64 {
+        // Lend the nodes to their partitions for the call.
+        let mut slots: Vec<Option<Node>> = std::mem::take(&mut self.nodes).into_iter().map(Some).collect();
+        for p in &mut self.parts {
+            p.nodes = p.members.iter().filter_map(|m| slots[m.index()].take()).collect();
+        }
+        let n = if self.parts.len() == 1 { self.parts[0].run_until(&self.layout, until, budget) } else { self.run_rounds(until, budget) };
+        // And take them back.
+        let mut back: Vec<Option<Node>> = (0..self.layout.place.len()).map(|_| None).collect();
+        for p in &mut self.parts {
+            for (m, node) in p.members.iter().zip(p.nodes.drain(..)) {
+                back[m.index()] = Some(node);
+            }
+        }
+        self.nodes = back.into_iter().flatten().collect();
+        n
+    }
+
+    /// [`Engine::run_until`] on one thread per partition, round by round.
+    fn run_rounds(&mut self, until: Nanos, budget: u64) -> u64 {
+        let parts_n = self.parts.len();
+        let shared = Rounds {
+            barrier: RoundBarrier::new(parts_n),
+            next: (0..parts_n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            events: AtomicU64::new(0),
+            mail: (0..parts_n * parts_n).map(|_| Mutex::new(Vec::new())).collect(),
+        };
+        let (layout, lookahead) = (&self.layout, self.lookahead);
+        std::thread::scope(|scope| {
+            let mut parts = self.parts.iter_mut();
+            let first = parts.next();
+            for part in parts {
+                let shared = &shared;
+                scope.spawn(move || run_part(part, layout, shared, lookahead, until, budget));
+            }
+            if let Some(part) = first {
+                run_part(part, layout, &shared, lookahead, until, budget);
+            }
+        });
+        shared.events.load(Ordering::Acquire)
+    }
+}
+
+/// One partition's side of [`Engine::run_rounds`].
+fn run_part(part: &mut Part, l: &Layout, shared: &Rounds, lookahead: Nanos, until: Nanos, budget: u64) {
+    let parts_n = shared.next.len();
+    let me = part.index as usize;
+    loop {
+        // The round's start: the earliest event of all partitions.
+        let next = part.next_time().unwrap_or(u64::MAX);
+        shared.next[me].store(next, Ordering::Release);
+        shared.barrier.wait();
+        let start = shared.next.iter().map(|n| n.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
+        if start > until {
+            break;
+        }
+        let end = start.saturating_add(lookahead - 1).min(until);
+        let n = part.run_until(l, end, u64::MAX);
+        shared.events.fetch_add(n, Ordering::AcqRel);
+        for (to, out) in part.outbox.iter_mut().enumerate() {
+            if !out.is_empty() {
+                let mut slot = shared.mail[me * parts_n + to].lock().unwrap_or_else(|p| p.into_inner());
+                slot.append(out);
+            }
+        }
+        shared.barrier.wait();
+        for from in 0..parts_n {
+            let mut slot = shared.mail[from * parts_n + me].lock().unwrap_or_else(|p| p.into_inner());
+            for (c, ev, frame) in slot.drain(..) {
+                part.enqueue(c, ev, frame);
+            }
+        }
+        if shared.events.load(Ordering::Acquire) >= budget {
+            // Everyone reads the same count (no one adds to it before the
+            // next round's barrier) and stops here.
+            break;
         }
     }
 }
