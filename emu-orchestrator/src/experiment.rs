@@ -23,6 +23,8 @@ use emu_node::time::{BitRate, Nanos};
 use emu_node::tofino::BufferRules;
 use emu_node::traffic::{Pattern, PatternError};
 use emu_node::workload::{host_link_load, parse_flow_list, FlowSizeCdf, PoissonArrivals};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What to run.
@@ -74,6 +76,15 @@ pub struct RunOptions {
     /// Virtual time: threads the fabric runs on (the engine may use fewer,
     /// see [`Engine::with_threads`]); results do not depend on it.
     pub threads: usize,
+    /// Virtual time: once this is set (Ctrl-C), the run stops at its next
+    /// progress step and returns what it has, marked incomplete
+    /// ([`Summary::incomplete`]); a comparison starts no further run.
+    pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+/// Whether `flag` is set.
+fn interrupted(flag: &Option<Arc<AtomicBool>>) -> bool {
+    flag.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
 /// The transport of the synthetic hosts.
@@ -332,6 +343,7 @@ impl Default for RunOptions {
             workload: None,
             flow_list: None,
             threads: 1,
+            interrupt: None,
             transport: Transport::Udp,
             transport_params: Default::default(),
             scale_time_params: false,
@@ -465,8 +477,14 @@ pub struct Prepared {
 impl Prepared {
     /// The virtual-time engine on up to `threads` threads with every flow
     /// added (in plan order, each source host re-armed after its flow).
+    /// Virtual time leaves the RoCE ICRC out ([`RoceConfig::icrc`]): no
+    /// consumer outside weft sees these frames.
     pub fn engine(&self, threads: usize) -> Result<Engine, RunError> {
-        let nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
+        let mut cfg = self.node_config.clone();
+        if let HostTransport::Roce(rc) = &mut cfg.transport {
+            rc.icrc = false;
+        }
+        let nodes = build_nodes(&self.fabric, &cfg).map_err(EngineError::from)?;
         let mut engine = Engine::with_threads(&self.fabric, nodes, threads)?;
         for (src, flow, sized) in &self.flows {
             if let Some(n) = engine.node_mut(*src) {
@@ -639,10 +657,15 @@ pub fn run_with_metrics(
         m.sample(&topo.fabric, &engine, 0);
         next_metrics = m.period;
     }
+    let mut stopped = false;
     loop {
         let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }.min(depths.next_at()).min(opts.until);
         engine.run_until(step_end, 1_000_000);
         progress(engine.now(), engine.totals().events);
+        if interrupted(&opts.interrupt) {
+            stopped = true;
+            break;
+        }
         if engine.next_event_time().is_none_or(|t| t > step_end) {
             if step_end == next_sample {
                 sampler.sample(&engine);
@@ -673,6 +696,12 @@ pub fn run_with_metrics(
     summary.time_origin_ns = time_origin;
     summary.uplink_imbalance = Some(sampler.finish());
     summary.queue_trace = depths.finish(&topo.fabric);
+    if stopped && truncated {
+        summary.incomplete = Some(format!(
+            "interrupted (Ctrl-C) at {} of simulated time: flows still running count as incomplete",
+            emu_node::time::format_duration(engine.now())
+        ));
+    }
     Ok(RunOutcome { summary, wall, truncated, threads: engine.threads() })
 }
 
@@ -707,6 +736,9 @@ pub fn compare(
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((scheme, load)) = cells.get(i) else { break };
+                if interrupted(&base.interrupt) {
+                    break;
+                }
                 let mut opts = base.clone();
                 opts.scheme = Some(scheme.clone());
                 if let Some(p) = params.get(scheme) {

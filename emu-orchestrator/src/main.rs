@@ -162,6 +162,20 @@ struct CompareArgs {
     out: PathBuf,
 }
 
+/// Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
+pub(crate) const INTERRUPTED_EXIT: i32 = 130;
+
+/// A flag the first Ctrl-C sets (a virtual-time run then stops at its next
+/// progress step and writes what it has); a second Ctrl-C exits at once.
+pub(crate) fn stop_on_ctrl_c() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use signal_hook::consts::SIGINT;
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Registered first, so it sees the flag before the second handler sets it.
+    signal_hook::flag::register_conditional_shutdown(SIGINT, INTERRUPTED_EXIT, flag.clone()).context("Ctrl-C handler")?;
+    signal_hook::flag::register(SIGINT, flag.clone()).context("Ctrl-C handler")?;
+    Ok(flag)
+}
+
 fn main() {
     let cli = Cli::parse();
     if let Err(e) = real_main(cli) {
@@ -262,8 +276,13 @@ fn compare(a: CompareArgs) -> Result<()> {
     eprintln!("running {n} experiments ({} flows each) {jobs} at a time{per_run}...", a.flows);
     let started = std::time::Instant::now();
     let mut report = Vec::new();
+    let interrupt = stop_on_ctrl_c()?;
     for (tname, transport) in &transports {
+        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         let base = RunOptions {
+            interrupt: Some(interrupt.clone()),
             seed: a.seed,
             transport_params: transport_params.clone(),
             scale_time_params: false,
@@ -306,6 +325,9 @@ fn compare(a: CompareArgs) -> Result<()> {
                 cell(&s.above_bdp),
                 sizes.join(", ")
             );
+            if let Some(why) = &o.summary.incomplete {
+                println!("{:<10} {:>5} | {why}", "", "");
+            }
             let dir = a.out.join(tname).join(format!("{}-load{}", c.scheme, c.load));
             std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             std::fs::write(dir.join("summary.json"), o.summary.to_json() + "\n")
@@ -323,6 +345,7 @@ fn compare(a: CompareArgs) -> Result<()> {
                 "simulated_ns": o.summary.simulated_ns,
                 "packet_hops": o.summary.totals.packet_hops,
                 "events": o.summary.totals.events,
+                "incomplete": o.summary.incomplete,
                 "wall_s": o.wall.as_secs_f64(),
             }));
         }
@@ -339,8 +362,10 @@ fn compare(a: CompareArgs) -> Result<()> {
             emu_orchestrator::plots::write_plots(&a.out.join("plots"), &format!("{tname}-load{load}-"), &title, &runs)?;
         }
     }
+    let stopped = interrupt.load(std::sync::atomic::Ordering::Relaxed);
     let doc = serde_json::json!({
         "schema": "weft.compare/1",
+        "incomplete": stopped.then(|| format!("interrupted (Ctrl-C): {} of {n} runs, some cut short (see each run's \"incomplete\")", report.len())),
         "topology": topo.fabric.name,
         "workload": a.workload,
         "flows": a.flows,
@@ -354,6 +379,10 @@ fn compare(a: CompareArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
     let path = a.out.join("compare.json");
     std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    if stopped {
+        eprintln!("interrupted (Ctrl-C): wrote the {} runs there are to {} (marked \"incomplete\")", report.len(), path.display());
+        std::process::exit(INTERRUPTED_EXIT);
+    }
     println!(
         "({} runs in {:.1}s; results in {}, plots in {})",
         n,

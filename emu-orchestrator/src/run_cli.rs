@@ -202,6 +202,7 @@ impl RunPlan {
             },
             transport: a.transport.parse().map_err(anyhow::Error::msg)?,
             threads: a.threads,
+            interrupt: None,
             transport_params,
             scale_time_params: a.clock == "real" && !a.no_scale_params,
             workload: match &a.workload {
@@ -310,6 +311,10 @@ pub(crate) fn run(a: RunArgs) -> Result<()> {
         indicatif::ProgressStyle::with_template("{spinner} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     let started = std::time::Instant::now();
+    let mut plan = plan;
+    if matches!(plan.clock, Clock::Virtual { .. }) {
+        plan.opts.interrupt = Some(crate::stop_on_ctrl_c()?);
+    }
     let outcome = match &plan.clock {
         Clock::Virtual { metrics_out } => {
             let mut metrics = metrics_out.as_ref().map(|m| {
@@ -337,6 +342,10 @@ pub(crate) fn run(a: RunArgs) -> Result<()> {
     };
     bar.finish_and_clear();
     let (summary, csv, plots) = write_outputs(&plan.out, &outcome)?;
+    if let Some(why) = &outcome.summary.incomplete {
+        eprintln!("{why}; wrote what the run has to {} (marked \"incomplete\")", summary.display());
+        std::process::exit(crate::INTERRUPTED_EXIT);
+    }
     if plan.quiet {
         println!("{}", summary.display());
         return Ok(());

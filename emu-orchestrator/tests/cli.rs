@@ -227,3 +227,35 @@ fn validate_resources_and_schemes() {
     let o = weft(&["schemes"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("ecmp.use_ports"));
 }
+
+#[test]
+fn ctrl_c_stops_a_run_on_two_threads_and_writes_partial_results_marked_incomplete() {
+    let out = tmp("ctrl-c");
+    // Long enough to be running when the signal comes (tens of seconds).
+    let child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "leaf-spine-8x8", "--transport", "roce-lossless", "--workload", "alistorage", "--flows", "200000", "--threads", "2"])
+        .args(["--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start weft");
+    // Flow generation and set-up take about a second; then it runs for a minute.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // SAFETY: a signal to our own child process.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT)
+    };
+    let o = child.wait_with_output().expect("wait for weft");
+    assert_eq!(o.status.code(), Some(130), "exit status 130 after Ctrl-C; stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted (Ctrl-C)"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).expect("summary.json")).unwrap();
+    let why = v["incomplete"].as_str().expect("summary.json says it is incomplete");
+    assert!(why.contains("interrupted"), "{why}");
+    let flows = v["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 200_000, "every flow is listed");
+    assert!(flows.iter().any(|f| f["fct"].is_null()), "some flows were still running");
+    assert!(flows.iter().any(|f| !f["fct"].is_null()), "some had finished");
+    assert!(std::fs::metadata(out.join("flows.csv")).is_ok());
+    let _ = std::fs::remove_dir_all(out);
+}

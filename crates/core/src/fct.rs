@@ -34,6 +34,7 @@
 
 use crate::fabric::FabricSpec;
 use crate::serializer::Serializer;
+use std::collections::{BTreeMap, HashMap};
 use weft_tofino::l3::RouteTable;
 use weft_wire::ids::NodeId;
 use weft_wire::time::{BitRate, Nanos};
@@ -156,12 +157,17 @@ pub fn tcp_frames(size: u64, mss: u16) -> impl Iterator<Item = usize> {
 /// The best path from host `src` to host `dst` through the switches'
 /// equal-cost routes: the one with the highest bottleneck rate, then the
 /// lowest total delay (what an ideal load balancer would give a flow alone
-/// in the fabric). `None` if there is no route.
+/// in the fabric). `None` if there is no route. For many flows, [`Paths`]
+/// computes each pair once.
 pub fn path(fabric: &FabricSpec, src: NodeId, dst: NodeId) -> Option<Vec<PathLink>> {
+    best_path(fabric, &mut BTreeMap::new(), src, dst)
+}
+
+/// [`path`], with the switches' route tables built so far in `tables`.
+fn best_path(fabric: &FabricSpec, tables: &mut BTreeMap<NodeId, RouteTable>, src: NodeId, dst: NodeId) -> Option<Vec<PathLink>> {
     let dst_ip: Ipv4Address = fabric.nodes.get(dst.index())?.as_host()?.ip;
     let first = fabric.nodes.get(src.index())?.ports.first()?;
     let l = fabric.links.get(first.link.index())?;
-    let mut tables = std::collections::BTreeMap::new();
     let mut best: Option<Vec<PathLink>> = None;
     let mut stack = vec![(first.peer, vec![PathLink { rate: l.rate, delay: l.delay }])];
     while let Some((node, links)) = stack.pop() {
@@ -187,6 +193,47 @@ pub fn path(fabric: &FabricSpec, src: NodeId, dst: NodeId) -> Option<Vec<PathLin
         }
     }
     best
+}
+
+/// The best paths ([`path`]) between the hosts of a fabric, each pair
+/// computed once and every switch's route table built once: the results
+/// of a run with 100 000 flows ask for each of a few thousand pairs many
+/// times.
+pub struct Paths<'a> {
+    fabric: &'a FabricSpec,
+    tables: BTreeMap<NodeId, RouteTable>,
+    host_of: HashMap<Ipv4Address, NodeId>,
+    memo: HashMap<(NodeId, NodeId), Option<Vec<PathLink>>>,
+}
+
+impl<'a> Paths<'a> {
+    /// No path computed yet.
+    pub fn new(fabric: &'a FabricSpec) -> Self {
+        let mut host_of = HashMap::new();
+        for (i, n) in fabric.nodes.iter().enumerate() {
+            if let Some(h) = n.as_host() {
+                // The first host with an address, as a search from the start would find.
+                host_of.entry(h.ip).or_insert(NodeId(i as u32));
+            }
+        }
+        Paths { fabric, tables: BTreeMap::new(), host_of, memo: HashMap::new() }
+    }
+
+    /// The fabric.
+    pub fn fabric(&self) -> &'a FabricSpec {
+        self.fabric
+    }
+
+    /// The (first) host with address `ip`.
+    pub fn host(&self, ip: Ipv4Address) -> Option<NodeId> {
+        self.host_of.get(&ip).copied()
+    }
+
+    /// [`path`] from `src` to `dst`.
+    pub fn get(&mut self, src: NodeId, dst: NodeId) -> Option<&[PathLink]> {
+        let (fabric, tables) = (self.fabric, &mut self.tables);
+        self.memo.entry((src, dst)).or_insert_with(|| best_path(fabric, tables, src, dst)).as_deref()
+    }
 }
 
 /// Bandwidth-delay product of the fabric: host link rate x the base RTT of

@@ -49,7 +49,7 @@ use crate::engine::{Engine, EngineTotals};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use weft_core::fabric::FabricSpec;
-use weft_core::fct;
+use weft_core::fct::{self, Paths};
 use weft_core::host::roce::RecvQp;
 use weft_core::host::tcp::TcpReceiver;
 use weft_core::host::udp::PROBE_LEN;
@@ -250,6 +250,10 @@ pub struct Summary {
     pub seed: u64,
     /// Simulated time.
     pub simulated_ns: Nanos,
+    /// Why the run stopped before its end, if it did (Ctrl-C): the results
+    /// are the fabric's at that moment, with flows still running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
     /// Trace time of simulated time 0 (see the module doc).
     pub time_origin_ns: Nanos,
     /// Engine counters.
@@ -636,17 +640,18 @@ impl SlowdownReport {
 /// ([`fct::base_fct`]) and the authors' ideal FCT ([`fct::ns3_ideal_fct`])
 /// of the frames `frames()` yields, sent from host node `src` to it.
 pub(crate) fn dst_and_ideals<I: Iterator<Item = usize>>(
-    fabric: &FabricSpec,
+    paths: &mut Paths<'_>,
     src: usize,
     dst: weft_wire::Ipv4Address,
     frames: Option<impl Fn() -> I>,
 ) -> (String, Option<Nanos>, Option<Nanos>) {
-    let Some(d) = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|hs| hs.ip == dst)) else {
+    let Some(d) = paths.host(dst) else {
         return (dst.to_string(), None, None);
     };
-    let path = frames.and_then(|f| Some((f, fct::path(fabric, weft_wire::ids::NodeId(src as u32), weft_wire::ids::NodeId(d as u32))?)));
-    let (base, ideal) = path.map_or((None, None), |(f, p)| (Some(fct::base_fct(f(), &p)), Some(fct::ns3_ideal_fct(f(), &p))));
-    (fabric.nodes[d].name.clone(), base, ideal)
+    let name = paths.fabric().nodes[d.index()].name.clone();
+    let path = frames.and_then(|f| Some((f, paths.get(weft_wire::ids::NodeId(src as u32), d)?)));
+    let (base, ideal) = path.map_or((None, None), |(f, p)| (Some(fct::base_fct(f(), p)), Some(fct::ns3_ideal_fct(f(), p))));
+    (name, base, ideal)
 }
 
 /// `fct / base`, when both are known.
@@ -679,7 +684,7 @@ impl<'a> Receivers<'a> {
 }
 
 /// The results of the UDP flows host `h` (node `i`) sent.
-fn udp_flows(fabric: &FabricSpec, i: usize, h: &UdpHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
+fn udp_flows(paths: &mut Paths<'_>, i: usize, h: &UdpHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
     for tx in h.tx_flows() {
         let r = receivers.udp.get(&tx.flow.id.0).copied().unwrap_or_default();
         let size = match tx.flow.mode {
@@ -687,7 +692,7 @@ fn udp_flows(fabric: &FabricSpec, i: usize, h: &UdpHost, receivers: &Receivers<'
             UdpMode::Rate { .. } => None,
         };
         let (dst, base, ideal) =
-            dst_and_ideals(fabric, i, tx.flow.dst, size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
+            dst_and_ideals(paths, i, tx.flow.dst, size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
         let done = size.is_some_and(|b| r.bytes >= b);
         let fct_ns = match (done, tx.first_sent, r.last_arrival) {
             (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
@@ -721,13 +726,13 @@ fn udp_flows(fabric: &FabricSpec, i: usize, h: &UdpHost, receivers: &Receivers<'
 }
 
 /// The results of the TCP flows host `h` (node `i`) sent.
-fn tcp_flows(fabric: &FabricSpec, i: usize, h: &TcpHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
+fn tcp_flows(paths: &mut Paths<'_>, i: usize, h: &TcpHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
     let mss = h.config().mss;
     let none = TcpReceiver::default();
     for s in h.senders() {
         let key = (h.ip().0, TcpHost::port_of(s.flow.id), s.flow.dst.0);
         let r = receivers.tcp.get(&key).copied().unwrap_or(&none);
-        let (dst, base, ideal) = dst_and_ideals(fabric, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
+        let (dst, base, ideal) = dst_and_ideals(paths, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
         let done = r.rcv_nxt >= s.flow.size;
         let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
         let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
@@ -761,12 +766,12 @@ fn tcp_flows(fabric: &FabricSpec, i: usize, h: &TcpHost, receivers: &Receivers<'
 }
 
 /// The results of the RoCEv2 flows (send QPs) of host `h` (node `i`).
-fn roce_flows(fabric: &FabricSpec, i: usize, h: &RoceHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
+fn roce_flows(paths: &mut Paths<'_>, i: usize, h: &RoceHost, receivers: &Receivers<'_>, flows: &mut Vec<FlowResult>) {
     let payload = h.config().payload;
     let none = RecvQp::default();
     for qp in h.send_qps() {
         let r = receivers.roce.get(&(qp.flow.id.0 + 1)).copied().unwrap_or(&none);
-        let (dst, base, ideal) = dst_and_ideals(fabric, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
+        let (dst, base, ideal) = dst_and_ideals(paths, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
         let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
         let sent = qp.snd_nxt as u64 + qp.retransmits;
         flows.push(
@@ -819,21 +824,22 @@ impl Summary {
         definition: fct::SlowdownDefinition,
     ) -> Summary {
         let receivers = Receivers::of(engine.nodes());
+        let mut paths = Paths::new(fabric);
         let mut flows = Vec::new();
         let mut switches = Vec::new();
         let mut hosts = Vec::new();
         for (i, n) in engine.nodes().iter().enumerate() {
             let (name, ip, counters) = match n {
                 Node::UdpHost(h) => {
-                    udp_flows(fabric, i, h, &receivers, &mut flows);
+                    udp_flows(&mut paths, i, h, &receivers, &mut flows);
                     (h.name(), h.ip(), *h.counters())
                 }
                 Node::TcpHost(h) => {
-                    tcp_flows(fabric, i, h, &receivers, &mut flows);
+                    tcp_flows(&mut paths, i, h, &receivers, &mut flows);
                     (h.name(), h.ip(), *h.counters())
                 }
                 Node::RoceHost(h) => {
-                    roce_flows(fabric, i, h, &receivers, &mut flows);
+                    roce_flows(&mut paths, i, h, &receivers, &mut flows);
                     (h.name(), h.ip(), *h.counters())
                 }
                 Node::Switch(s) => {
@@ -863,6 +869,7 @@ impl Summary {
             network,
             uplink_imbalance: None,
             queue_trace: None,
+            incomplete: None,
             scheme_totals,
         }
     }
