@@ -1,8 +1,8 @@
 //! A fabric on several threads gives the results of one thread
 //! (`--threads N`, issue 13 item 2): `summary.json` and `flows.csv` are
-//! byte-identical for N = 1, 2, 3 on leaf-spine-8x8 and fat-tree-k8, with
-//! RoCE (lossless, PFC), TCP and UDP hosts, and with a link that goes down
-//! and up between partitions during the run.
+//! byte-identical for N = 1, 2, 3 on leaf-spine-8x8 and fat-tree-k8, each
+//! with RoCE (lossless with PFC, IRN), TCP and UDP hosts, and with a link
+//! that goes down and up between partitions during the run.
 
 use crate::{link_down, shipped};
 use emu_orchestrator::experiment::{self, RunOptions, Transport, WorkloadOptions};
@@ -49,9 +49,19 @@ fn leaf_spine_8x8_tcp_letflow_with_a_link_down_and_up() {
 }
 
 #[test]
+fn leaf_spine_8x8_udp_conga() {
+    same_for_1_2_3_threads("leaf-spine-8x8 UDP", shipped("leaf-spine-8x8"), "conga", Transport::Udp, 800);
+}
+
+#[test]
 fn fat_tree_k8_udp_ecmp_and_roce_irn_drill() {
     same_for_1_2_3_threads("fat-tree-k8 UDP", shipped("fat-tree-k8"), "ecmp", Transport::Udp, 800);
     same_for_1_2_3_threads("fat-tree-k8 RoCE IRN", shipped("fat-tree-k8"), "drill", Transport::RoceIrn, 800);
+}
+
+#[test]
+fn fat_tree_k8_tcp_ecmp() {
+    same_for_1_2_3_threads("fat-tree-k8 TCP", shipped("fat-tree-k8"), "ecmp", Transport::Tcp, 600);
 }
 
 #[test]
