@@ -379,13 +379,18 @@ impl RoundBarrier {
     }
 }
 
-/// What the threads of one parallel `run_until` share.
+/// What the threads of one parallel `run_until` share. The per-partition
+/// figures are double-buffered by round parity: a partition writes those of
+/// round `k + 1` while a slower one may still read those of round `k`, and
+/// cannot write those of `k + 2` before everyone has passed the barrier
+/// that ends round `k`'s reading.
 struct Rounds {
     barrier: RoundBarrier,
-    /// Each partition's next event time (`u64::MAX`: none).
-    next: Vec<AtomicU64>,
-    /// Events processed in this call, all partitions.
-    events: AtomicU64,
+    /// Each partition's bound on its next event (`u64::MAX`: none): the
+    /// earliest of its queue and of the frames it sent in the round.
+    next: [Vec<AtomicU64>; 2],
+    /// Each partition's events so far in this call.
+    events: [Vec<AtomicU64>; 2],
     /// Frames from partition `i` to partition `j` at `i * parts + j`.
     mail: Vec<Mutex<Vec<Mail>>>,
 }
@@ -583,61 +588,76 @@ impl Engine {
     /// [`Engine::run_until`] on one thread per partition, round by round.
     fn run_rounds(&mut self, until: Nanos, budget: u64) -> u64 {
         let parts_n = self.parts.len();
+        let slots = || (0..parts_n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
         let shared = Rounds {
             barrier: RoundBarrier::new(parts_n),
-            next: (0..parts_n).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            events: AtomicU64::new(0),
+            next: [slots(), slots()],
+            events: [slots(), slots()],
             mail: (0..parts_n * parts_n).map(|_| Mutex::new(Vec::new())).collect(),
         };
         let (layout, lookahead) = (&self.layout, self.lookahead);
         std::thread::scope(|scope| {
             let mut parts = self.parts.iter_mut();
             let first = parts.next();
-            for part in parts {
-                let shared = &shared;
-                scope.spawn(move || run_part(part, layout, shared, lookahead, until, budget));
-            }
-            if let Some(part) = first {
-                run_part(part, layout, &shared, lookahead, until, budget);
-            }
-        });
-        shared.events.load(Ordering::Acquire)
+            let others: Vec<_> = parts
+                .map(|part| {
+                    let shared = &shared;
+                    scope.spawn(move || run_part(part, layout, shared, lookahead, until, budget))
+                })
+                .collect();
+            let mine = first.map_or(0, |part| run_part(part, layout, &shared, lookahead, until, budget));
+            // A partition thread that panicked has panicked the scope already.
+            mine + others.into_iter().map(|h| h.join().unwrap_or(0)).sum::<u64>()
+        })
     }
 }
 
-/// One partition's side of [`Engine::run_rounds`].
-fn run_part(part: &mut Part, l: &Layout, shared: &Rounds, lookahead: Nanos, until: Nanos, budget: u64) {
-    let parts_n = shared.next.len();
+/// One partition's side of [`Engine::run_rounds`]; returns the events it
+/// processed.
+///
+/// A round: after the barrier, every partition reads the same figures, so
+/// all take the same start `T` (the earliest bound) and the same decision
+/// to stop; it merges the frames sent to it, runs its events before
+/// `T + lookahead`, hands over the frames it sent, and publishes its
+/// figures for the next round. Frames handed over after the barrier by a
+/// faster partition may be merged a round early: they are due at or after
+/// the next round's `T + lookahead`, so they wait in the queue as any
+/// event does.
+fn run_part(part: &mut Part, l: &Layout, shared: &Rounds, lookahead: Nanos, until: Nanos, budget: u64) -> u64 {
+    let parts_n = shared.barrier.threads;
     let me = part.index as usize;
+    let mut done = 0u64;
+    let mut round = 0usize;
+    shared.next[0][me].store(part.next_time().unwrap_or(u64::MAX), Ordering::Release);
+    shared.events[0][me].store(0, Ordering::Release);
     loop {
-        // The round's start: the earliest event of all partitions.
-        let next = part.next_time().unwrap_or(u64::MAX);
-        shared.next[me].store(next, Ordering::Release);
         shared.barrier.wait();
-        let start = shared.next.iter().map(|n| n.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
-        if start > until {
+        let slot = round % 2;
+        let start = shared.next[slot].iter().map(|n| n.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
+        let events: u64 = shared.events[slot].iter().map(|n| n.load(Ordering::Acquire)).sum();
+        for from in 0..parts_n {
+            let mut inbox = shared.mail[from * parts_n + me].lock().unwrap_or_else(|p| p.into_inner());
+            for (c, ev, frame) in inbox.drain(..) {
+                part.enqueue(c, ev, frame);
+            }
+        }
+        if start > until || events >= budget {
             break;
         }
         let end = start.saturating_add(lookahead - 1).min(until);
-        let n = part.run_until(l, end, u64::MAX);
-        shared.events.fetch_add(n, Ordering::AcqRel);
+        done += part.run_until(l, end, u64::MAX);
+        let mut sent = u64::MAX;
         for (to, out) in part.outbox.iter_mut().enumerate() {
-            if !out.is_empty() {
+            if let Some(first) = out.iter().map(|m| m.1.at).min() {
+                sent = sent.min(first);
                 let mut slot = shared.mail[me * parts_n + to].lock().unwrap_or_else(|p| p.into_inner());
                 slot.append(out);
             }
         }
-        shared.barrier.wait();
-        for from in 0..parts_n {
-            let mut slot = shared.mail[from * parts_n + me].lock().unwrap_or_else(|p| p.into_inner());
-            for (c, ev, frame) in slot.drain(..) {
-                part.enqueue(c, ev, frame);
-            }
-        }
-        if shared.events.load(Ordering::Acquire) >= budget {
-            // Everyone reads the same count (no one adds to it before the
-            // next round's barrier) and stops here.
-            break;
-        }
+        round += 1;
+        let slot = round % 2;
+        shared.next[slot][me].store(part.next_time().unwrap_or(u64::MAX).min(sent), Ordering::Release);
+        shared.events[slot][me].store(done, Ordering::Release);
     }
+    done
 }
