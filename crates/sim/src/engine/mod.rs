@@ -23,12 +23,15 @@
 //! ([`partition::partition`]: hosts stay with their ToR, pods or leaves
 //! stay whole), each with its own event queue, run by its own thread. The
 //! lookahead `L` is the smallest delay of a link between two partitions.
-//! Round by round, every partition publishes the time of its next event, all
-//! take the minimum `T` and process their events with time `< T + L`;
-//! frames for another partition go to a mailbox and are merged after the
-//! round's barrier. A frame sent in the round leaves at or after `T` and
+//! Round by round, every partition publishes a bound on its next event (the
+//! earliest of its queue and of the frames it just sent), all meet at one
+//! barrier, take the minimum `T` and process their events with time
+//! `< T + L`; frames for another partition go to a mailbox and are merged
+//! after the barrier. A frame sent in the round leaves at or after `T` and
 //! arrives at least `L` later, so it is never due inside the round that
-//! sent it.
+//! sent it. The partitions are built at construction
+//! ([`Engine::with_threads`]); the nodes are lent to them for each
+//! [`Engine::run_until`] and come back after, so callers see one fabric.
 //!
 //! Determinism: no wall clock and no global RNG are read; node RNGs are
 //! seeded from the run seed and node id. Each node sees its events in
