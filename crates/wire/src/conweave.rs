@@ -20,7 +20,7 @@
 //! All functions check lengths and return `None`/`Err` on malformed input.
 
 use super::{be16, ipv4, put16, roce, udp, Error, Result};
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 
 /// Length of the timestamp header.
 pub const TS_HEADER_LEN: usize = 4;
@@ -188,9 +188,10 @@ pub fn strip(frame: &mut BytesMut, l3: usize, bth: usize) -> Result<()> {
         return Err(Error::Truncated("conweave"));
     }
     adjust_lengths(frame, l3, -(TS_HEADER_LEN as i32))?;
-    let len = frame.len();
-    frame.copy_within(at + TS_HEADER_LEN..len, at);
-    frame.truncate(len - TS_HEADER_LEN);
+    // Move the headers in front of the timestamp header (tens of bytes)
+    // forwards over it rather than the payload (up to an MTU) backwards.
+    frame.copy_within(..at, TS_HEADER_LEN);
+    frame.advance(TS_HEADER_LEN);
     roce::BthPacket::new_checked(&mut frame[bth..])?.set_reserved15(0);
     Ok(())
 }
@@ -215,6 +216,66 @@ mod tests {
         let b = ts16(((1u64 << 16) - 3) << 10);
         assert_eq!(ts16_diff_ns(a, b), 8 << 10, "5 is 8 units after 65533 across the wrap");
         assert_eq!(ts16_diff_ns(b, a), -(8 << 10));
+    }
+
+    /// A RoCEv2 WRITE-middle frame with `payload` bytes, as a host sends it.
+    fn roce_frame(payload: usize) -> BytesMut {
+        use crate::{ethernet, EtherType, EthernetAddress, Ipv4Address};
+        let l4 = udp::HEADER_LEN + roce::BTH_LEN + payload + roce::ICRC_LEN;
+        let mut f = crate::buffer::zeroed(ethernet::HEADER_LEN + ipv4::HEADER_LEN + l4);
+        ethernet::Repr {
+            dst: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            src: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            vlan_tci: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f);
+        ipv4::Repr {
+            src: Ipv4Address::new(10, 0, 0, 1),
+            dst: Ipv4Address::new(10, 0, 1, 1),
+            protocol: ipv4::Protocol::Udp,
+            dscp: 24,
+            ecn: ipv4::Ecn::Ect0,
+            ident: 0,
+            ttl: 64,
+            payload_len: l4,
+        }
+        .emit(&mut f[ethernet::HEADER_LEN..]);
+        udp::Repr { src_port: 0xc001, dst_port: udp::ROCEV2_PORT, payload_len: l4 - udp::HEADER_LEN }
+            .emit(&mut f[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
+        let bth = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
+        roce::BthRepr {
+            opcode: roce::Opcode::WriteMiddle,
+            solicited: false,
+            pad: 0,
+            pkey: roce::DEFAULT_PKEY,
+            dest_qp: 7,
+            ack_req: true,
+            psn: 9,
+            reserved15: 0,
+        }
+        .emit(&mut f[bth..]);
+        for (i, b) in f[bth + roce::BTH_LEN..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        f
+    }
+
+    #[test]
+    fn insert_then_strip_gives_back_the_hosts_frame() {
+        let original = roce_frame(1000);
+        let (l3, bth) = (14, 42);
+        let mut f = original.clone();
+        insert_ts(&mut f, l3, bth, 0x1234, 0x8005).unwrap();
+        assert_eq!(f.len(), original.len() + TS_HEADER_LEN);
+        assert_eq!(read_ts(&f, bth), Some((0x1234, 0x8005)));
+        assert_eq!(&f[bth + roce::BTH_LEN + TS_HEADER_LEN..], &original[bth + roce::BTH_LEN..], "payload moved behind the header");
+        let ip = ipv4::Packet::new_checked(&f[l3..]).unwrap();
+        assert_eq!(ip.total_len() as usize, original.len() - l3 + TS_HEADER_LEN);
+        assert!(ip.verify_checksum());
+        CwBits { path: 3, opcode: CwOpcode::Data, epoch: 1, rerouted: true, tail: false }.write(&mut f, bth).unwrap();
+        strip(&mut f, l3, bth).unwrap();
+        assert_eq!(&f[..], &original[..]);
     }
 
     #[test]

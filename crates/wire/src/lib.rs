@@ -28,6 +28,7 @@ pub mod ids;
 pub mod time;
 
 pub mod arp;
+pub mod buffer;
 pub mod conweave;
 pub mod ethernet;
 pub mod frame;

@@ -755,7 +755,7 @@ impl RoceHost {
     fn data_frame(&self, gw: EthernetAddress, qp: &SendQp, psn: u32) -> BytesMut {
         let len = self.wire_len(qp, psn);
         let l4 = len - ethernet::HEADER_LEN - ipv4::HEADER_LEN;
-        let mut b = BytesMut::zeroed(len);
+        let mut b = weft_wire::buffer::zeroed(len);
         self.headers(&mut b, gw, qp.flow.dst, qp.flow.dscp, true, qp.flow.src_port, l4);
         let opcode = match (psn == 0, psn + 1 == qp.packets) {
             (true, true) => Opcode::WriteOnly,

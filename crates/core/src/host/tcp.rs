@@ -416,7 +416,7 @@ impl TcpHost {
         payload: usize,
         dscp: u8,
     ) -> BytesMut {
-        let mut b = BytesMut::zeroed(SEGMENT_OVERHEAD + payload);
+        let mut b = weft_wire::buffer::zeroed(SEGMENT_OVERHEAD + payload);
         ethernet::Repr { dst: gw, src: self.nic.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
         let ect = self.cfg.cc == CongestionControl::Dctcp && payload > 0;
         ipv4::Repr {

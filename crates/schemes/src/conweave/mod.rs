@@ -98,7 +98,7 @@ use weft_tofino::program::{Declarations, EmitTarget, PacketSource, QueueDepths, 
 use weft_tofino::SwitchRole;
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId, TmConfig};
 use weft_wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
-use weft_wire::frame::{FrameInfo, FrameKind};
+use weft_wire::frame::FrameKind;
 use weft_wire::ids::{PortId, QueueId};
 use weft_wire::ipv4;
 use weft_wire::time::Nanos;
@@ -399,7 +399,10 @@ impl Program for ConWeave {
             // Control packets for this ToR's hosts' connections: consumed here.
             (Some((_, b)), Some(_)) if b.opcode.is_control() => self.control_at_source(cx, b),
             // Data with a ConWeave header reaching its destination ToR.
-            (Some((bth, b)), Some(port)) if b.opcode.is_data() => self.ingress_destination(cx, bth, b, port),
+            (Some((bth, b)), Some(port)) if b.opcode.is_data() => {
+                cx.bridge(StripAt { l3: cx.info.l3_offset, bth: bth as u16 }.bridged());
+                self.ingress_destination(cx, bth, b, port)
+            }
             // New RoCE data from a host towards another rack: source ToR.
             (Some((bth, b)), None) if self.leaf && from_host && b.opcode == CwOpcode::None && carries_data(cx.frame, bth) => {
                 self.ingress_source(cx, bth)
@@ -437,8 +440,10 @@ impl Program for ConWeave {
         if !self.faces_host(cx.port) {
             return Ok(());
         }
-        let Ok(info) = FrameInfo::parse(cx.frame) else { return Ok(()) };
-        let Some(bth) = info.ip.and_then(|i| i.bth_offset).map(|b| b as usize) else { return Ok(()) };
+        // Only ConWeave data for a host of this ToR carries the header; its
+        // offsets come bridged from ingress (no second parse).
+        let Some(at) = StripAt::from_bridged(cx.bridged) else { return Ok(()) };
+        let (l3, bth) = (at.l3 as usize, at.bth as usize);
         let Some(bits) = CwBits::read(cx.frame, bth) else { return Ok(()) };
         if !bits.opcode.is_data() {
             return Ok(());
@@ -451,7 +456,7 @@ impl Program for ConWeave {
                 }
             }
         }
-        let _ = cwire::strip(cx.frame, info.l3_offset as usize, bth);
+        let _ = cwire::strip(cx.frame, l3, bth);
         Ok(())
     }
 

@@ -2,7 +2,8 @@
 //! ToR's and the destination ToR's per-connection state and the
 //! reorder-queue table entry, each packed into one register entry so that
 //! a pass reads it with one stateful-ALU access; the reorder table's bank
-//! layout; small predicates on packets and the 32-bit clock.
+//! layout; the strip offsets bridged to egress; small predicates on
+//! packets and the 32-bit clock.
 //!
 //! Invariant: `unpack(pack(x)) == x` for every word (tested).
 
@@ -153,6 +154,24 @@ pub(super) fn reached(now32: u32, at: u32) -> bool {
     (now32.wrapping_sub(at) as i32) >= 0
 }
 
+/// Where the destination ToR's egress strips the timestamp header, bridged
+/// from ingress as metadata (valid 1 | l3 offset 15 | BTH offset 16), so
+/// the egress pass needs no second parse of the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StripAt {
+    pub(super) l3: u16,
+    pub(super) bth: u16,
+}
+
+impl StripAt {
+    pub(super) fn bridged(self) -> u32 {
+        1 << 31 | ((self.l3 as u32 & 0x7fff) << 16) | self.bth as u32
+    }
+    pub(super) fn from_bridged(v: u32) -> Option<Self> {
+        (v >> 31 == 1).then_some(StripAt { l3: ((v >> 16) & 0x7fff) as u16, bth: v as u16 })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +190,10 @@ mod tests {
                 assert_eq!(ReorderSlot::unpack(r.pack()), r);
             }
         }
+        for at in [StripAt { l3: 14, bth: 42 }, StripAt { l3: 18, bth: 46 }, StripAt { l3: 0x7fff, bth: u16::MAX }] {
+            assert_eq!(StripAt::from_bridged(at.bridged()), Some(at));
+        }
+        assert_eq!(StripAt::from_bridged(0), None, "nothing bridged: no header to strip");
     }
 
     #[test]
