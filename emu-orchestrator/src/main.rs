@@ -527,6 +527,7 @@ fn print_summary(s: &Summary, wall: std::time::Duration, threads: usize) {
         "drill" => {
             println!("  drill               {} decisions, {} moves to a shorter queue", c("drill_decisions"), c("drill_path_changes"))
         }
+        "rps" => println!("  rps                 {} packets sprayed", c("rps_decisions")),
         _ => {}
     }
     let secs = wall.as_secs_f64().max(1e-9);

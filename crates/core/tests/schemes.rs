@@ -1,5 +1,5 @@
 //! Mechanism tests shared by the schemes: flowlets (LetFlow), DRILL's
-//! choice, and the Tofino2 fit of every scheme in the catalog.
+//! choice, RPS's spraying, and the Tofino2 fit of every scheme in the catalog.
 
 use bytes::BytesMut;
 use rand::{Rng, SeedableRng};
@@ -127,6 +127,33 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
         last_best = Some(chosen);
     }
     assert!(moved_to_shorter > 100);
+}
+
+#[test]
+fn rps_sprays_one_flow_uniformly_over_the_up_uplinks() {
+    let (f, mut s) = switch("rps", 4, &[]);
+    let mut per_port = std::collections::BTreeMap::<PortId, u32>::new();
+    // Packets 20 µs apart: every queue is empty again, so cut-through
+    // forwards each at once and the choice is visible in `out`.
+    for i in 0..4_000u64 {
+        *per_port.entry(send(&f, &mut s, 1_000 + i * 20_000, 7)).or_default() += 1;
+    }
+    assert_eq!(per_port.len(), 4, "one flow uses every uplink: {per_port:?}");
+    for (p, n) in &per_port {
+        assert!((850..=1150).contains(n), "uplink {p:?} got {n} of 4000 packets (expected ~1000)");
+    }
+    assert_eq!(counter(&s, "rps_decisions"), 4_000);
+    // One uplink down: the rest share the flow, the down one gets nothing.
+    let mut out = vec![];
+    let down = *per_port.keys().next().unwrap();
+    s.set_port_up(100_000_000, down, false, &mut out);
+    let mut after = std::collections::BTreeMap::<PortId, u32>::new();
+    for i in 0..3_000u64 {
+        *after.entry(send(&f, &mut s, 200_000_000 + i * 20_000, 7)).or_default() += 1;
+    }
+    assert!(!after.contains_key(&down), "sprayed onto the down uplink: {after:?}");
+    assert_eq!(after.len(), 3);
+    assert!(after.values().all(|n| (850..=1150).contains(n)), "{after:?}");
 }
 
 #[test]

@@ -26,6 +26,7 @@ pub mod drill;
 pub mod ecmp;
 pub mod flowlet;
 pub mod letflow;
+pub mod rps;
 
 use std::collections::BTreeMap;
 use weft_tofino::Program;
@@ -121,7 +122,7 @@ pub struct Scheme {
 }
 
 /// Every scheme weft has.
-pub const REGISTRY: &[Scheme] = &[ecmp::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME];
+pub const REGISTRY: &[Scheme] = &[ecmp::SCHEME, rps::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME];
 
 /// Every scheme's information, in registry order.
 pub fn catalog() -> Vec<SchemeInfo> {
