@@ -105,6 +105,7 @@ struct RawGenerator {
     oversubscription: Option<Spanned<f64>>,
     host_link: Spanned<RawLinkParams>,
     fabric_link: Option<Spanned<RawLinkParams>>,
+    core_link: Option<Spanned<RawLinkParams>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -303,6 +304,7 @@ fn host_kind(cx: &Ctx, s: &Spanned<String>) -> Result<HostKind, TopologyError> {
     }
 }
 
+#[derive(Debug, Clone, Copy)]
 struct LinkParams {
     rate: BitRate,
     delay: Nanos,
@@ -562,6 +564,9 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
                     return cx.err(x.span(), format!("`{fname}` is a fat-tree parameter; leaf-spine takes leaves, spines, hosts_per_leaf"));
                 }
             }
+            if let Some(c) = &r.core_link {
+                return cx.err(c.span(), "`core_link` is a fat-tree parameter (aggregation-core links); leaf-spine takes fabric_link");
+            }
             let leaves = need(cx, g, &r.leaves, "leaves", 1, 255)?;
             let spines = need(cx, g, &r.spines, "spines", 1, 255)?;
             let hpl = need(cx, g, &r.hosts_per_leaf, "hosts_per_leaf", 1, 250)?;
@@ -608,6 +613,15 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
                 Some(fl) => link_params(cx, fl, Some(host.rate), switch_link_mtu(host.mtu))?,
                 None => LinkParams { rate: host.rate, delay: host.delay, mtu: switch_link_mtu(host.mtu) },
             };
+            // Aggregation-core links: as the fabric's unless given (the LBSP
+            // paper's 4:1 and 8:1 fat-trees cut only their rate, §4).
+            let core = match &r.core_link {
+                Some(cl) => {
+                    let c = link_params(cx, cl, Some(fabric.rate), fabric.mtu)?;
+                    LinkParams { delay: if cl.get_ref().delay.is_some() { c.delay } else { fabric.delay }, ..c }
+                }
+                None => fabric,
+            };
             let cores: Vec<NodeId> = (0..half * half).map(|i| f.add_node(format!("core{i}"), sw.spec(SwitchRole::Core))).collect();
             let mut h = 0;
             for p in 0..k {
@@ -627,7 +641,7 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
                 for (ai, &a) in aggs.iter().enumerate() {
                     for c in 0..half {
                         let ci = ai as u32 * half + c;
-                        f.connect(format!("agg{p}_{ai}-core{ci}"), a, cores[ci as usize], fabric.rate, fabric.delay, fabric.mtu);
+                        f.connect(format!("agg{p}_{ai}-core{ci}"), a, cores[ci as usize], core.rate, core.delay, core.mtu);
                     }
                 }
             }

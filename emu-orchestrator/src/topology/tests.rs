@@ -187,3 +187,26 @@ fn switch_links_make_room_for_an_overlay_unless_told_otherwise() {
     assert!(host.iter().all(|l| l.mtu == 1500) && !host.is_empty());
     assert!(switch.iter().all(|l| l.mtu == 1550) && !switch.is_empty());
 }
+
+#[test]
+fn fat_tree_core_links_can_be_slower_than_the_rest() {
+    // The LBSP paper's 8:1 16-ary fat-tree (§4): 1 Gbit/s everywhere but
+    // the aggregation-core links, 50 µs links.
+    let text = r#"
+[generator]
+kind = "fat-tree"
+k = 4
+host_link = { rate = "1Gbps", delay = "50us" }
+fabric_link = { rate = "1Gbps", delay = "50us" }
+core_link = { rate = "125Mbps" }
+"#;
+    let t = Topology::parse("t.toml", text).unwrap();
+    let f = &t.fabric;
+    for l in &f.links {
+        let core = l.name.contains("core");
+        assert_eq!(l.rate, if core { BitRate::mbps(125) } else { BitRate::gbps(1) }, "{}", l.name);
+        assert_eq!(l.delay, 50_000, "{}: the fabric's delay unless core_link gives one", l.name);
+    }
+    let e = err(&LS.replace("host_link", "core_link = { rate = \"1Gbps\" }\nhost_link"));
+    assert!(e.message.contains("`core_link` is a fat-tree parameter"), "{e}");
+}
