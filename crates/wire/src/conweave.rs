@@ -220,30 +220,10 @@ mod tests {
 
     /// A RoCEv2 WRITE-middle frame with `payload` bytes, as a host sends it.
     fn roce_frame(payload: usize) -> BytesMut {
-        use crate::{ethernet, EtherType, EthernetAddress, Ipv4Address};
-        let l4 = udp::HEADER_LEN + roce::BTH_LEN + payload + roce::ICRC_LEN;
-        let mut f = crate::buffer::zeroed(ethernet::HEADER_LEN + ipv4::HEADER_LEN + l4);
-        ethernet::Repr {
-            dst: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            src: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            vlan_tci: None,
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut f);
-        ipv4::Repr {
-            src: Ipv4Address::new(10, 0, 0, 1),
-            dst: Ipv4Address::new(10, 0, 1, 1),
-            protocol: ipv4::Protocol::Udp,
-            dscp: 24,
-            ecn: ipv4::Ecn::Ect0,
-            ident: 0,
-            ttl: 64,
-            payload_len: l4,
-        }
-        .emit(&mut f[ethernet::HEADER_LEN..]);
-        udp::Repr { src_port: 0xc001, dst_port: udp::ROCEV2_PORT, payload_len: l4 - udp::HEADER_LEN }
-            .emit(&mut f[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
-        let bth = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
+        let v = crate::test_frames::udp_frame(udp::ROCEV2_PORT, roce::BTH_LEN + payload + roce::ICRC_LEN);
+        let mut f = crate::buffer::zeroed(v.len());
+        f.copy_from_slice(&v);
+        let bth = 42;
         roce::BthRepr {
             opcode: roce::Opcode::WriteMiddle,
             solicited: false,

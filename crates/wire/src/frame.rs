@@ -143,31 +143,8 @@ fn parse_ipv4(b: &[u8], l3: usize) -> Result<Ipv4Info> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::EthernetAddress;
 
-    fn udp_frame(dport: u16, payload: usize) -> Vec<u8> {
-        let mut f = vec![0u8; 14 + 20 + 8 + payload];
-        ethernet::Repr {
-            dst: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            src: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            vlan_tci: None,
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut f);
-        ipv4::Repr {
-            src: Ipv4Address::new(10, 0, 0, 2),
-            dst: Ipv4Address::new(10, 0, 1, 2),
-            protocol: ipv4::Protocol::Udp,
-            dscp: 0,
-            ecn: ipv4::Ecn::Ect0,
-            ident: 0,
-            ttl: 64,
-            payload_len: 8 + payload,
-        }
-        .emit(&mut f[14..]);
-        udp::Repr { src_port: 1234, dst_port: dport, payload_len: payload }.emit(&mut f[34..]);
-        f
-    }
+    use crate::test_frames::udp_frame;
 
     #[test]
     fn parses_udp_and_matches_etherparse() {

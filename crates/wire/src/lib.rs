@@ -116,3 +116,35 @@ pub mod checksum {
         !fold(s)
     }
 }
+
+/// Frames for the unit tests of this crate.
+#[cfg(test)]
+pub(crate) mod test_frames {
+    use crate::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
+
+    /// An Ethernet/IPv4/UDP frame 10.0.0.2:1234 → 10.0.1.2:`dport` with
+    /// `payload` zero bytes.
+    pub(crate) fn udp_frame(dport: u16, payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8 + payload];
+        ethernet::Repr {
+            dst: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            src: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            vlan_tci: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f);
+        ipv4::Repr {
+            src: Ipv4Address::new(10, 0, 0, 2),
+            dst: Ipv4Address::new(10, 0, 1, 2),
+            protocol: ipv4::Protocol::Udp,
+            dscp: 0,
+            ecn: ipv4::Ecn::Ect0,
+            ident: 0,
+            ttl: 64,
+            payload_len: 8 + payload,
+        }
+        .emit(&mut f[14..]);
+        udp::Repr { src_port: 1234, dst_port: dport, payload_len: payload }.emit(&mut f[34..]);
+        f
+    }
+}
