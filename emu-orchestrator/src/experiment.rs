@@ -113,6 +113,11 @@ impl std::str::FromStr for Transport {
     }
 }
 
+/// How long a run whose switches send periodic messages (hellos) goes on
+/// after every host's traffic is over, so that what is still in flight
+/// (UDP's last packets) arrives.
+pub const DRAIN_AFTER_TRAFFIC: Nanos = 10_000_000;
+
 /// Prefixes of transport and traffic-manager parameters in `--set` (they
 /// travel in [`RunOptions::transport_params`]).
 pub const TRANSPORT_PARAM_GROUPS: [&str; 5] = ["roce", "irn", "dcqcn", "tcp", "tm"];
@@ -658,6 +663,11 @@ pub fn run_with_metrics(
         next_metrics = m.period;
     }
     let mut stopped = false;
+    // Switches that send hello messages forever (LBSP) never let the
+    // fabric go idle: such a run ends DRAIN_AFTER_TRAFFIC after every
+    // host's traffic is over.
+    let background = engine.nodes().iter().any(Node::has_background_traffic);
+    let mut traffic_over_at: Option<Nanos> = None;
     loop {
         let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }.min(depths.next_at()).min(opts.until);
         engine.run_until(step_end, 1_000_000);
@@ -683,6 +693,14 @@ pub fn run_with_metrics(
             if engine.is_idle() || step_end >= opts.until {
                 break;
             }
+            if background {
+                match traffic_over_at {
+                    Some(t) if step_end >= t + DRAIN_AFTER_TRAFFIC => break,
+                    Some(_) => {}
+                    None if engine.nodes().iter().all(Node::traffic_finished) => traffic_over_at = Some(step_end),
+                    None => {}
+                }
+            }
         }
     }
     if let Some(m) = metrics {
@@ -691,7 +709,7 @@ pub fn run_with_metrics(
         m.sample(&topo.fabric, &engine, end);
     }
     let wall = start.elapsed();
-    let truncated = !engine.is_idle();
+    let truncated = !engine.is_idle() && traffic_over_at.is_none();
     let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup, opts.slowdown);
     summary.time_origin_ns = time_origin;
     summary.uplink_imbalance = Some(sampler.finish());

@@ -229,8 +229,10 @@ fn real_main(cli: Cli) -> Result<()> {
             println!();
             for s in schemes::catalog() {
                 println!("{} — {}\n  source: {}", s.name, s.summary, s.source);
-                for p in s.params {
-                    println!("  {}.{:<14} default {:<12} ({}) {}", s.name, p.name, p.default, p.unit, p.doc);
+                let width = s.params.iter().map(|p| s.name.len() + 1 + p.name.len()).max().unwrap_or(0).max(19);
+                for p in &s.params {
+                    let key = format!("{}.{}", s.name, p.name);
+                    println!("  {key:<width$} default {:<12} ({}) {}", p.default, p.unit, p.doc);
                 }
                 println!();
             }
@@ -528,6 +530,18 @@ fn print_summary(s: &Summary, wall: std::time::Duration, threads: usize) {
             println!("  drill               {} decisions, {} moves to a shorter queue", c("drill_decisions"), c("drill_path_changes"))
         }
         "rps" => println!("  rps                 {} packets sprayed", c("rps_decisions")),
+        "lbsp" => {
+            println!(
+                "  lbsp                {} packets up, {} moved by failure entries, {} by states ({} state changes); {} link failures and {} recoveries found, {} table writes",
+                c("lbsp_up_decisions"),
+                c("lbsp_failure_avoided"),
+                c("lbsp_state_moves"),
+                c("lbsp_state_changes"),
+                c("lbsp_failures_detected"),
+                c("lbsp_recoveries_detected"),
+                c("lbsp_table_writes")
+            )
+        }
         _ => {}
     }
     let secs = wall.as_secs_f64().max(1e-9);

@@ -53,6 +53,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("leaf-spine-2x4-rt", include_str!("../../topologies/leaf-spine-2x4-rt.toml")),
     ("leaf-spine-2x4-rt-synthetic", include_str!("../../topologies/leaf-spine-2x4-rt-synthetic.toml")),
     ("fat-tree-k4-rt", include_str!("../../topologies/fat-tree-k4-rt.toml")),
+    ("fat-tree-k8-lbsp", include_str!("../../topologies/fat-tree-k8-lbsp.toml")),
+    ("fat-tree-k16-lbsp", include_str!("../../topologies/fat-tree-k16-lbsp.toml")),
+    ("fat-tree-k16-lbsp-4to1", include_str!("../../topologies/fat-tree-k16-lbsp-4to1.toml")),
+    ("fat-tree-k16-lbsp-8to1", include_str!("../../topologies/fat-tree-k16-lbsp-8to1.toml")),
     ("explicit-example", include_str!("../../topologies/explicit-example.toml")),
 ];
 
@@ -127,6 +131,7 @@ struct RawSwitchSettings {
     pfc: Option<bool>,
     ecn: Option<Spanned<RawEcn>>,
     queues: Option<Spanned<u32>>,
+    queue_limit: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -216,6 +221,7 @@ struct SwitchSettings {
     pfc: bool,
     ecn: Option<RedConfig>,
     queues: Option<u8>,
+    queue_limit: Option<u32>,
 }
 
 impl SwitchSettings {
@@ -228,6 +234,7 @@ impl SwitchSettings {
             pfc: false,
             ecn: None,
             queues: None,
+            queue_limit: None,
         }
     }
     fn apply(&mut self, cx: &Ctx, raw: &RawSwitchSettings) -> Result<(), TopologyError> {
@@ -273,6 +280,12 @@ impl SwitchSettings {
             }
             self.queues = Some(n as u8);
         }
+        if let Some(q) = &raw.queue_limit {
+            if *q.get_ref() == 0 {
+                return cx.err(cx.at(q), "queue_limit = 0: a queue holds at least one packet");
+            }
+            self.queue_limit = Some(*q.get_ref());
+        }
         Ok(())
     }
     fn spec(&self, role: SwitchRole) -> NodeKind {
@@ -283,6 +296,7 @@ impl SwitchSettings {
             params: self.params.clone(),
             buffer_bytes: self.buffer,
             queues_per_port: self.queues,
+            queue_limit_packets: self.queue_limit,
             pfc: self.pfc,
             ecn: self.ecn,
             buffer_rules: Default::default(),
@@ -291,6 +305,8 @@ impl SwitchSettings {
             leaf_index: None,
             leaves: 0,
             upper_fanout: 0,
+            tier_position: None,
+            hosts_per_leaf: 0,
         })
     }
 }
@@ -420,6 +436,7 @@ impl Topology {
                 pfc: spec.pfc,
                 ecn: spec.ecn,
                 queues: spec.queues_per_port,
+                queue_limit: spec.queue_limit_packets,
             };
             s.apply(&cx, o.get_ref())?;
             let role = spec.role;

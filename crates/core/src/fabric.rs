@@ -67,6 +67,10 @@ pub struct SwitchSpec {
     pub buffer_bytes: Option<u64>,
     /// Queues per port; `None` = the target's.
     pub queues_per_port: Option<u8>,
+    /// Drop-tail limit of every data queue in packets (ns-2's DropTail
+    /// `limit`); `None`: only the shared buffer's dynamic threshold.
+    #[serde(default)]
+    pub queue_limit_packets: Option<u32>,
     /// PFC enabled (lossless).
     pub pfc: bool,
     /// ECN marking on data queues.
@@ -93,6 +97,14 @@ pub struct SwitchSpec {
     /// uplink). Computed with the routes.
     #[serde(default)]
     pub upper_fanout: u16,
+    /// For a spine, aggregation or core switch: its position among the
+    /// upward ports (in port order) of the switches one tier below it,
+    /// where they all agree. Computed with the routes.
+    #[serde(default)]
+    pub tier_position: Option<u16>,
+    /// The largest number of hosts on one leaf. Computed with the routes.
+    #[serde(default)]
+    pub hosts_per_leaf: u16,
 }
 
 impl SwitchSpec {
@@ -114,6 +126,9 @@ impl SwitchSpec {
             leaf_index: None,
             leaves: 0,
             upper_fanout: 0,
+            queue_limit_packets: None,
+            tier_position: None,
+            hosts_per_leaf: 0,
         }
     }
 }
@@ -424,6 +439,31 @@ impl FabricSpec {
             }
             if let NodeKind::Switch(sw) = &mut self.nodes[leaf.index()].kind {
                 sw.upper_fanout = fanout;
+            }
+        }
+        // Tier positions: a switch's position among the upward ports of
+        // each switch one tier below (leaf -> spine -> core), if they agree.
+        let role = |id: NodeId| self.nodes[id.index()].as_switch().map(|s| s.role);
+        let mut position: BTreeMap<NodeId, Option<u16>> = BTreeMap::new();
+        for s in self.switches() {
+            let above = match role(s) {
+                Some(SwitchRole::Leaf) => SwitchRole::Spine,
+                Some(SwitchRole::Spine) => SwitchRole::Core,
+                _ => continue,
+            };
+            let ups = self.nodes[s.index()].ports.iter().filter(|p| role(p.peer) == Some(above));
+            for (i, p) in ups.enumerate() {
+                let e = position.entry(p.peer).or_insert(Some(i as u16));
+                if *e != Some(i as u16) {
+                    *e = None;
+                }
+            }
+        }
+        let hosts_per_leaf = leaf_hosts.values().map(|h| h.len() as u16).max().unwrap_or(0);
+        for s in self.switches() {
+            if let NodeKind::Switch(sw) = &mut self.nodes[s.index()].kind {
+                sw.tier_position = position.get(&s).copied().flatten();
+                sw.hosts_per_leaf = hosts_per_leaf;
             }
         }
     }

@@ -74,6 +74,24 @@ impl Node {
             Node::TcpHost(h) => h.set_port_rate(now, rate),
         }
     }
+    /// Whether the node's own traffic is over: a host's flows all sent
+    /// (TCP and RoCE: all acknowledged; UDP: the last byte sent); a switch
+    /// always. A fabric whose switches run periodic packet generators
+    /// (hello messages) is never idle, so its runs end when every host's
+    /// traffic is over (see `weft_sim`).
+    pub fn traffic_finished(&self) -> bool {
+        match self {
+            Node::Switch(_) => true,
+            Node::UdpHost(h) => h.tx_flows().iter().all(UdpHost::flow_done),
+            Node::RoceHost(h) => h.send_qps().iter().all(|q| q.snd_una >= q.packets),
+            Node::TcpHost(h) => h.senders().iter().all(|s| s.snd_una >= s.flow.size),
+        }
+    }
+    /// Whether the node generates traffic of its own forever (a switch
+    /// whose program declared periodic packet generators).
+    pub fn has_background_traffic(&self) -> bool {
+        matches!(self, Node::Switch(s) if s.has_periodic_generators())
+    }
     /// The earliest time [`Node::handle_timeout`] must be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
@@ -162,6 +180,7 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &NodeConfig) -> Res
         tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
     }
     tm.held_outside_pfc = s.held_outside_pfc;
+    tm.queue_limit_packets = s.queue_limit_packets;
     if s.buffer_rules == BufferRules::Ns3 {
         let headroom_bytes =
             n.ports.iter().map(|p| Ns3Mmu::headroom_for(p.rate.bps(), fabric.links.get(p.link.index()).map_or(0, |l| l.delay))).collect();

@@ -442,7 +442,9 @@ impl Actor for NodeActor {
             NodeMsg::Report(reply) => {
                 st.report.lag = st.lag.summary();
                 st.report.name = st.name.clone();
-                st.report.idle = st.node.as_ref().is_none_or(|n| n.poll_timeout().is_none());
+                // A switch that sends hellos forever counts as idle: the
+                // hosts' traffic decides when a run is over.
+                st.report.idle = st.node.as_ref().is_none_or(|n| n.poll_timeout().is_none() || n.has_background_traffic());
                 if let Some(Node::Switch(sw)) = st.node.as_deref() {
                     let c = sw.counters();
                     st.report.switch_drops = c.drops();

@@ -123,7 +123,7 @@ pub struct Scheme {
 }
 
 /// Every scheme weft has.
-pub const REGISTRY: &[Scheme] = &[ecmp::SCHEME, rps::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME];
+pub const REGISTRY: &[Scheme] = &[ecmp::SCHEME, rps::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME, lbsp::SCHEME];
 
 /// Every scheme's information, in registry order.
 pub fn catalog() -> Vec<SchemeInfo> {

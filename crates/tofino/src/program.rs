@@ -133,7 +133,8 @@ impl Declarations {
     }
     /// Registers the CPU for port-status changes (the driver's port-status
     /// callback): [`Program::cpu_port_status`] is called after the
-    /// control-plane latency whenever a front-panel port goes up or down.
+    /// control-plane latency whenever a front-panel port goes up or down,
+    /// and [`Program::cpu_port_rate`] when its line rate changes.
     pub fn port_status_to_cpu(&mut self) {
         self.port_status = true;
     }
@@ -612,6 +613,17 @@ pub struct SwitchView {
     pub queues_per_port: u8,
     /// PFC (lossless) is enabled on the switch.
     pub pfc: bool,
+    /// The routes the control plane installs (prefix, equal-cost ports,
+    /// destination leaf): what a program's control plane derives address
+    /// ranges per port from.
+    pub routes: Vec<Route>,
+    /// For a switch one tier above others (a spine, an aggregation or a
+    /// core switch): its position in the upward equal-cost groups of the
+    /// switches below it (the same at every one of them in a generated
+    /// fabric); `None` where there is none or they disagree.
+    pub tier_position: Option<u16>,
+    /// The largest number of hosts on one leaf of the fabric.
+    pub hosts_per_leaf: u16,
 }
 
 impl SwitchView {
@@ -644,6 +656,13 @@ pub trait Program: Send {
     fn declare(&mut self, d: &mut Declarations);
     /// Learns the switch it is loaded on (called once, after `declare`).
     fn attach(&mut self, _view: &SwitchView) {}
+    /// Whether the program can run on this switch of this fabric (called
+    /// after [`attach`](Program::attach)): `Err(why)` refuses the fabric
+    /// at load with that reason (e.g. a scheme made for fat-trees on a
+    /// leaf-spine).
+    fn check_fabric(&self, _view: &SwitchView) -> Result<(), String> {
+        Ok(())
+    }
     /// Adjusts the traffic manager's queue layout (priorities, weights)
     /// before the switch is built, as the TM is configured with the program.
     fn configure_traffic_manager(&self, _tm: &mut TmConfig) {}
@@ -673,6 +692,10 @@ pub trait Program: Send {
     /// The switch CPU learns that a front-panel port went up or down (the
     /// driver's port-status callback).
     fn cpu_port_status(&mut self, _cx: &mut CpuCx<'_>, _port: PortId, _up: bool) {}
+    /// The switch CPU learns that a front-panel port's line rate changed
+    /// (a degraded or restored link; with
+    /// [`Declarations::port_status_to_cpu`]).
+    fn cpu_port_rate(&mut self, _cx: &mut CpuCx<'_>, _port: PortId, _rate: BitRate) {}
     /// A timer the CPU armed ([`CpuCx::timer`]) fired.
     fn cpu_timer(&mut self, _cx: &mut CpuCx<'_>, _token: u64) {}
     /// Scheme counters for `summary.json` and metrics (name, value).

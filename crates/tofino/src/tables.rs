@@ -43,6 +43,15 @@ impl TableFile {
         TableFile { tables: decls.iter().map(|d| Table { decl: d.clone(), entries: FxHashMap::default() }).collect() }
     }
 
+    /// Every entry of `table` as (key, action data), sorted by key (the
+    /// control plane's dump of a table).
+    pub fn entries(&self, table: TableId) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> =
+            self.tables.get(table.0 as usize).map(|t| t.entries.iter().map(|(k, d)| (*k, *d)).collect()).unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
     /// The action data of `key` in `table` (a pipeline match).
     #[inline]
     pub fn lookup(&self, table: TableId, key: u64) -> Result<Option<u64>, ProgramError> {

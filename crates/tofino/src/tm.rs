@@ -223,6 +223,12 @@ pub struct TmConfig {
     /// them outside.
     #[serde(default)]
     pub held_outside_pfc: bool,
+    /// Drop-tail limit of every data queue in packets (ns-2's DropTail
+    /// queue `limit`, e.g. the LBSP paper's 250): a packet that finds its
+    /// queue this full is dropped and counted with the threshold drops.
+    /// `None`: only the buffer rules.
+    #[serde(default)]
+    pub queue_limit_packets: Option<u32>,
 }
 
 /// Traffic classes from this one up (DSCP CS6, CS7) go to the control
@@ -259,6 +265,7 @@ impl TmConfig {
             dwrr_quantum_bytes: 1536,
             buffer_model: BufferModel::Tofino,
             held_outside_pfc: false,
+            queue_limit_packets: None,
         }
     }
 }
@@ -305,6 +312,8 @@ pub enum DropReason {
     DynamicThreshold,
     /// The shared buffer is full.
     BufferFull,
+    /// The queue holds its configured number of packets.
+    QueueLimit,
 }
 
 /// Per-queue counters.
@@ -316,7 +325,8 @@ pub struct QueueStats {
     pub tx_packets: u64,
     /// Bytes transmitted.
     pub tx_bytes: u64,
-    /// Drops by the dynamic threshold.
+    /// Drops by the dynamic threshold (or the static queue limit,
+    /// [`TmConfig::queue_limit_packets`]).
     pub drops_threshold: u64,
     /// Drops because the buffer was full.
     pub drops_buffer_full: u64,
@@ -627,6 +637,10 @@ impl TrafficManager {
         if cells as u64 > free {
             q.stats.drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
+        }
+        if !control && self.cfg.queue_limit_packets.is_some_and(|l| q.pkts.len() >= l as usize) {
+            q.stats.drops_threshold += 1;
+            return Err((DropReason::QueueLimit, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control;
         let ingress_pending = !control && q.paused && self.cfg.held_outside_pfc;
@@ -1142,6 +1156,25 @@ mod tests {
         assert_eq!(h.counts[2], 1, "2000 B <= 2 KiB");
         assert_eq!((h.count(), h.sum), (5, 3000));
         assert!(t.queue_depth_histogram(PortId(9), QueueId(0)).is_none());
+    }
+
+    #[test]
+    fn a_queue_limit_drops_the_packet_beyond_it_and_spares_control() {
+        let mut cfg = TmConfig::standard(8, 10_000_000, 80, None);
+        cfg.queue_limit_packets = Some(3);
+        let mut t = tm(cfg);
+        let mut pfc = vec![];
+        for _ in 0..3 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+        }
+        let Err((why, _)) = t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc) else { panic!("a 4th packet fits") };
+        assert_eq!(why, DropReason::QueueLimit);
+        assert_eq!(t.queue_stats(PortId(0), QueueId(0)).drops_threshold, 1);
+        // Another queue, and the control queue, are not limited by queue 0.
+        t.enqueue(0, PortId(0), QueueId(1), frame(1000), None, &mut pfc).unwrap();
+        for _ in 0..5 {
+            t.enqueue(0, PortId(0), QueueId(7), frame(100), None, &mut pfc).unwrap();
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod conweave;
 pub mod ethernet;
 pub mod frame;
 pub mod ipv4;
+pub mod lbsp;
 pub mod pfc;
 pub mod roce;
 pub mod tcp;

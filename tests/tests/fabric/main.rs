@@ -6,6 +6,7 @@ mod determinism;
 mod digests;
 mod failures;
 mod incast;
+mod lbsp;
 mod roce;
 mod schemes;
 mod tcp;

@@ -234,7 +234,8 @@ impl UdpHost {
         b
     }
 
-    fn flow_done(st: &TxState) -> bool {
+    /// Whether a flow has sent all it will send.
+    pub fn flow_done(st: &TxState) -> bool {
         match st.flow.mode {
             UdpMode::Bytes(total) => st.bytes_sent >= total,
             UdpMode::Rate { until, .. } => st.next_send >= until,

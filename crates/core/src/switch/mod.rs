@@ -121,6 +121,16 @@ pub enum SwitchError {
     /// The node is not a switch.
     #[error("node `{0}` is not a switch")]
     NotASwitch(String),
+    /// The scheme cannot run on this fabric.
+    #[error("scheme `{scheme}` cannot run on this fabric (switch `{switch}`): {why}")]
+    Unsupported {
+        /// Switch name.
+        switch: String,
+        /// Scheme.
+        scheme: &'static str,
+        /// Why.
+        why: String,
+    },
 }
 
 /// Switch-wide counters.
@@ -219,6 +229,7 @@ enum Timer {
     Generator(u8),
     CpuWrites,
     CpuPortStatus(u16, bool),
+    CpuPortRate(u16, BitRate),
     CpuAlarm(u64),
 }
 
@@ -253,6 +264,7 @@ enum CpuWrite {
 enum CpuEvent<'f> {
     Packet(&'f [u8]),
     PortStatus(PortId, bool),
+    PortRate(PortId, BitRate),
     Timer(u64),
 }
 
@@ -382,7 +394,7 @@ impl Switch {
         program.configure_traffic_manager(&mut cfg.tm);
         let sw = node.as_switch();
         let address = switch_address(id);
-        program.attach(&SwitchView {
+        let view = SwitchView {
             address,
             role: sw.map_or(SwitchRole::Other, |s| s.role),
             leaf_index: sw.and_then(|s| s.leaf_index),
@@ -393,7 +405,12 @@ impl Switch {
             mtus: node.ports.iter().map(|p| p.mtu).collect(),
             queues_per_port: cfg.tm.queues_per_port,
             pfc: cfg.tm.pfc.is_some(),
-        });
+            routes: routes_spec.clone(),
+            tier_position: sw.and_then(|s| s.tier_position),
+            hosts_per_leaf: sw.map_or(0, |s| s.hosts_per_leaf),
+        };
+        program.attach(&view);
+        program.check_fabric(&view).map_err(|why| SwitchError::Unsupported { switch: node.name.clone(), scheme: program.name(), why })?;
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
         let Declared { usage, generators, port_down, port_status, published } = decl.into_parts();
         usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
@@ -535,6 +552,20 @@ impl Switch {
     pub fn traffic_manager_mut(&mut self) -> &mut TrafficManager {
         &mut self.tm
     }
+    /// The entries of the program's table `name` (key, action data),
+    /// sorted; `None` if the program declared no such table.
+    pub fn table_entries(&self, name: &str) -> Option<Vec<(u64, u64)>> {
+        let i = self.usage.tables.iter().position(|t| t.name == name)?;
+        Some(self.tables.entries(weft_tofino::TableId(i as u16)))
+    }
+
+    /// Entry `index` of the program's register `name` as the control plane
+    /// reads it; `None` if there is no such register or entry.
+    pub fn register_value(&self, name: &str, index: u32) -> Option<u64> {
+        let i = self.usage.registers.iter().position(|r| r.name == name)?;
+        self.regs.cpu_read(weft_tofino::RegisterId(i as u16), index)
+    }
+
     /// Register file (control-plane reads).
     pub fn registers(&self) -> &RegisterFile {
         &self.regs
@@ -563,6 +594,12 @@ impl Switch {
         }
         p.timer_at = Some(at);
         self.timers.push(Reverse((at, Timer::Port(port.0))));
+    }
+
+    /// Whether the program declared periodic packet generators (traffic
+    /// of the switch's own that never ends).
+    pub fn has_periodic_generators(&self) -> bool {
+        !self.generators.is_empty()
     }
 
     /// A link went up or down. Going down drops what is queued for it.
@@ -604,11 +641,16 @@ impl Switch {
         f
     }
 
-    /// A link's rate changed (degrade/restore).
+    /// A link's rate changed (degrade/restore); a program that asked for
+    /// port status hears of a change after the control-plane latency.
     pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {
         if let Some(p) = self.ports.get_mut(port.index()) {
             p.serializer.set_rate(now, rate);
+            let changed = self.port_rates[port.index()] != rate;
             self.port_rates[port.index()] = rate;
+            if changed && self.port_status_to_cpu {
+                self.timers.push(Reverse((now + self.cfg.cpu_latency_ns, Timer::CpuPortRate(port.0, rate))));
+            }
         }
     }
 
@@ -658,6 +700,7 @@ impl Switch {
                     }
                 }
                 Timer::CpuPortStatus(p, up) => self.run_cpu(now, CpuEvent::PortStatus(PortId(p), up), out),
+                Timer::CpuPortRate(p, rate) => self.run_cpu(now, CpuEvent::PortRate(PortId(p), rate), out),
                 Timer::CpuAlarm(token) => self.run_cpu(now, CpuEvent::Timer(token), out),
             }
         }
@@ -1221,6 +1264,7 @@ impl Switch {
         match event {
             CpuEvent::Packet(frame) => self.program.cpu_receive(&mut cx, frame),
             CpuEvent::PortStatus(port, up) => self.program.cpu_port_status(&mut cx, port, up),
+            CpuEvent::PortRate(port, rate) => self.program.cpu_port_rate(&mut cx, port, rate),
             CpuEvent::Timer(token) => self.program.cpu_timer(&mut cx, token),
         }
         let CpuCx { register_writes, table_writes, timers, send, .. } = cx;
