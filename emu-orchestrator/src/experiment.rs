@@ -188,11 +188,12 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 24] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 25] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
     ("tcp.mss", "bytes", "maximum segment size (1460)"),
     ("tcp.min_rto", "duration", "minimum retransmission timeout (1ms)"),
+    ("tcp.initial_rto", "duration", "retransmission timeout before the first RTT sample (1ms)"),
     ("tcp.rcv_buffer", "size", "receive window advertised by receivers (4MiB)"),
     ("tcp.dctcp_g", "fraction", "DCTCP gain g (1/16)"),
     ("roce.payload", "bytes", "payload per packet (1000)"),
@@ -240,6 +241,7 @@ fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<Stri
                 tc.mss = v.parse::<u16>().ok().filter(|m| (64..=9000).contains(m)).ok_or_else(|| bad("not an MSS in 64..=9000".into()))?
             }
             "tcp.min_rto" => tc.min_rto = parse_duration(v).map_err(unit)?,
+            "tcp.initial_rto" => tc.initial_rto = parse_duration(v).map_err(unit)?,
             "tcp.rcv_buffer" => tc.rcv_buffer = parse_size(v).map_err(unit)?,
             "tcp.dctcp_g" => {
                 tc.dctcp_g = v.parse::<f64>().ok().filter(|g| *g > 0.0 && *g < 1.0).ok_or_else(|| bad("not a fraction in (0, 1)".into()))?

@@ -322,6 +322,13 @@ pub enum Request {
         /// Change.
         change: LinkChange,
     },
+    /// Set a link's rate to a percentage of its topology rate.
+    LinkRatePercent {
+        /// Link name.
+        link: String,
+        /// Percent of the nominal rate, in (0, 100].
+        percent: f64,
+    },
     /// Capture a link.
     Capture {
         /// Link name.
@@ -945,6 +952,28 @@ fn reversed(name: &str) -> String {
     }
 }
 
+/// `weft link`: a change, or (`Err(percent)`) a rate as a percentage of
+/// the link's topology rate, sent to the emu-nodes of both ends.
+async fn set_link(f: &FabricSpec, live: &Live, link: String, change: Result<LinkChange, f64>) -> Response {
+    let Some(id) = link_by_name(f, &link) else {
+        return fail(format!("no link `{link}` (see `weft status` for the names)"));
+    };
+    let l = &f.links[id.index()];
+    let change = change.unwrap_or_else(|percent| {
+        LinkChange::Rate(emu_node::time::BitRate(((l.rate.bps() as f64) * percent / 100.0).round().max(1.0) as u64))
+    });
+    let procs: std::collections::BTreeSet<u32> = [l.a.0, l.b.0].iter().map(|n| f.nodes[n.index()].placement).collect();
+    for p in procs {
+        if let Some(n) = live.nodes.get(&p) {
+            let mut tx = n.tx.lock().await;
+            if let Err(e) = control::send(&mut tx, &ToNode::SetLink { link: id, change }).await {
+                return fail(format!("emu-node {p}: {e}"));
+            }
+        }
+    }
+    ok(format!("{}: {}", l.name, describe_change(change)))
+}
+
 async fn handle(live: &Live, req: Request) -> Response {
     let f = &live.fabric;
     match req {
@@ -970,22 +999,8 @@ async fn handle(live: &Live, req: Request) -> Response {
                 events: live.events.lock().map(|e| e.clone()).unwrap_or_default(),
             }
         }
-        Request::Link { link, change } => {
-            let Some(id) = link_by_name(f, &link) else {
-                return fail(format!("no link `{link}` (see `weft status` for the names)"));
-            };
-            let l = &f.links[id.index()];
-            let procs: std::collections::BTreeSet<u32> = [l.a.0, l.b.0].iter().map(|n| f.nodes[n.index()].placement).collect();
-            for p in procs {
-                if let Some(n) = live.nodes.get(&p) {
-                    let mut tx = n.tx.lock().await;
-                    if let Err(e) = control::send(&mut tx, &ToNode::SetLink { link: id, change }).await {
-                        return fail(format!("emu-node {p}: {e}"));
-                    }
-                }
-            }
-            ok(format!("{}: {}", l.name, describe_change(change)))
-        }
+        Request::Link { link, change } => set_link(f, live, link, Ok(change)).await,
+        Request::LinkRatePercent { link, percent } => set_link(f, live, link, Err(percent)).await,
         Request::Capture { link, path, count } => {
             let Some(id) = link_by_name(f, &link) else {
                 return fail(format!("no link `{link}` (see `weft status` for the names)"));

@@ -63,7 +63,7 @@ pub struct UpArgs {
 pub struct LinkArgs {
     /// Link name, as in `weft status` (e.g. leaf0-spine1; either order).
     pub link: String,
-    /// down | up | rate <RATE> | delay <DELAY>
+    /// down | up | rate <RATE> | rate <P>% (of the topology rate) | delay <DELAY>
     #[arg(num_args = 1..=2, required = true)]
     pub change: Vec<String>,
 }
@@ -267,9 +267,24 @@ pub fn link(a: LinkArgs) -> Result<()> {
     let change = match (a.change[0].as_str(), a.change.get(1)) {
         ("down", None) => LinkChange::Down,
         ("up", None) => LinkChange::Up,
+        ("rate", Some(r)) if r.ends_with('%') => {
+            let percent: f64 = r
+                .trim_end_matches('%')
+                .parse()
+                .ok()
+                .filter(|p: &f64| *p > 0.0 && *p <= 100.0)
+                .ok_or_else(|| anyhow::anyhow!("rate `{r}`: a percentage of the link's topology rate in (0, 100], e.g. 10%"))?;
+            let req = Request::LinkRatePercent { link: a.link, percent };
+            let r = live::request(&live::default_state_dir(), &req)?;
+            if !r.ok {
+                bail!("{}", r.message);
+            }
+            println!("{}", r.message);
+            return Ok(());
+        }
         ("rate", Some(r)) => LinkChange::Rate(parse_rate(r)?),
         ("delay", Some(d)) => LinkChange::Delay(parse_duration(d)?),
-        _ => bail!("expected `down`, `up`, `rate <RATE>` or `delay <DELAY>`, got `{}`", a.change.join(" ")),
+        _ => bail!("expected `down`, `up`, `rate <RATE|P%>` or `delay <DELAY>`, got `{}`", a.change.join(" ")),
     };
     let r = live::request(&live::default_state_dir(), &Request::Link { link: a.link, change })?;
     if !r.ok {

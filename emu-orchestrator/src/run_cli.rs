@@ -108,6 +108,11 @@ pub(crate) struct RunArgs {
     /// (first line: count; then `src dst priority size start_seconds`).
     #[arg(long, conflicts_with_all = ["workload", "rate"])]
     flows_file: Option<PathBuf>,
+    /// Add a link event to the topology's schedule (repeatable):
+    /// AT,TARGET,ACTION with ACTION down, up or degrade=RATE; TARGET a
+    /// link (`edge7_3-agg7_3`) or a switch (all its links: a node failure).
+    #[arg(long, value_name = "AT,TARGET,ACTION")]
+    event: Vec<String>,
     /// Real time: serve Prometheus /metrics here while the run lasts
     /// (emu-node p on port + p with --nodes; port 0: any free port) and
     /// write OUT/prometheus/targets.json (file SD) and prometheus.yml.
@@ -170,7 +175,10 @@ struct RunPlan {
 impl RunPlan {
     /// Parses every value and checks every combination of `a`.
     fn from_args(a: RunArgs) -> Result<Self> {
-        let topo = Topology::load(a.topology.as_deref().unwrap_or(DEFAULT))?;
+        let mut topo = Topology::load(a.topology.as_deref().unwrap_or(DEFAULT))?;
+        for e in &a.event {
+            topo.add_event(e).map_err(anyhow::Error::msg)?;
+        }
         let (params, transport_params) = crate::split_sets(&a.set)?;
         let opts = RunOptions {
             scheme: a.scheme.clone(),

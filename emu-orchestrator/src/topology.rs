@@ -22,7 +22,7 @@ use crate::units::{parse_duration, parse_rate, parse_size};
 use emu_node::fabric::{
     host_mac, switch_link_mtu, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeKind, SwitchRole, SwitchSpec, MAX_MTU,
 };
-use emu_node::ids::NodeId;
+use emu_node::ids::{LinkId, NodeId};
 use emu_node::schemes::Params;
 use emu_node::time::{BitRate, Nanos};
 use emu_node::tofino::{RedConfig, TargetProfile};
@@ -53,6 +53,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("leaf-spine-2x4-rt", include_str!("../../topologies/leaf-spine-2x4-rt.toml")),
     ("leaf-spine-2x4-rt-synthetic", include_str!("../../topologies/leaf-spine-2x4-rt-synthetic.toml")),
     ("fat-tree-k4-rt", include_str!("../../topologies/fat-tree-k4-rt.toml")),
+    ("fat-tree-k4-rt-tap", include_str!("../../topologies/fat-tree-k4-rt-tap.toml")),
     ("fat-tree-k8-lbsp", include_str!("../../topologies/fat-tree-k8-lbsp.toml")),
     ("fat-tree-k16-lbsp", include_str!("../../topologies/fat-tree-k16-lbsp.toml")),
     ("fat-tree-k16-lbsp-4to1", include_str!("../../topologies/fat-tree-k16-lbsp-4to1.toml")),
@@ -363,6 +364,33 @@ fn host_node(kind: HostKind, ip: Ipv4Address, gateway: Ipv4Address) -> NodeKind 
 }
 
 impl Topology {
+    /// Adds link events from the command line (`weft run --event`):
+    /// `AT,TARGET,ACTION` with ACTION `down`, `up` or `degrade=RATE`;
+    /// TARGET a link name (either order of its ends) or a switch name,
+    /// which means every link of the switch (a node failure is all its
+    /// links failing at once, as the LBSP paper models it).
+    pub fn add_event(&mut self, text: &str) -> Result<(), String> {
+        let bad = |why: &str| format!("--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE, e.g. 5ms,edge7_3-agg7_3,down)");
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let [at, target, action] = parts[..] else { return Err(bad("three comma-separated fields")) };
+        let at = parse_duration(at).map_err(|e| bad(&format!("time {e}")))?;
+        let action = match action.split_once('=') {
+            None if action == "down" => LinkAction::Down,
+            None if action == "up" => LinkAction::Up,
+            Some(("degrade", rate)) => LinkAction::Degrade(parse_rate(rate).map_err(|e| bad(&format!("rate {e}")))?),
+            _ => return Err(bad(&format!("unknown action `{action}`"))),
+        };
+        let f = &mut self.fabric;
+        let links: Vec<LinkId> = match (f.link_by_name(target), f.node_by_name(target)) {
+            (Some(l), _) => vec![l],
+            (None, Some(n)) if f.nodes[n.index()].as_switch().is_some() => f.nodes[n.index()].ports.iter().map(|p| p.link).collect(),
+            (None, Some(_)) => return Err(bad(&format!("`{target}` is a host: name its link instead"))),
+            (None, None) => return Err(bad(&format!("no link or switch named `{target}`"))),
+        };
+        f.schedule.extend(links.into_iter().map(|link| LinkEvent { at, link, action }));
+        f.schedule.sort_by_key(|e| e.at);
+        Ok(())
+    }
     /// Loads a topology by path, or by the name of a shipped topology.
     pub fn load(path_or_name: &str) -> Result<Topology, TopologyError> {
         let p = Path::new(path_or_name);

@@ -959,6 +959,37 @@ impl TrafficManager {
         self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.cells)
     }
 
+    /// Every queue's depth of `port` at once, in bytes and cells (as
+    /// [`TrafficManager::queue_bytes`] and [`TrafficManager::queue_cells`]
+    /// for each queue), and the port's total bytes: what an ingress
+    /// snapshot copies. Only the queues that hold packets are read (and,
+    /// with the ns-3 model, those with a VOQ).
+    pub fn snapshot_port(&self, port: PortId, bytes: &mut Vec<u64>, cells: &mut Vec<u64>) -> u64 {
+        let n = self.cfg.queues_per_port as usize;
+        bytes.clear();
+        bytes.resize(n, 0);
+        cells.clear();
+        cells.resize(n, 0);
+        let Some(p) = self.ports.get(port.index()) else { return 0 };
+        if self.ns3.is_some() {
+            for (i, q) in p.queues.iter().enumerate().take(n) {
+                bytes[i] = q.bytes + q.voq_bytes;
+                cells[i] = q.cells;
+            }
+        } else {
+            let mut m = p.nonempty;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if let (Some(q), true) = (p.queues.get(i), i < n) {
+                    bytes[i] = q.bytes;
+                    cells[i] = q.cells;
+                }
+            }
+        }
+        p.bytes
+    }
+
     /// Total bytes queued at a port.
     pub fn port_bytes(&self, port: PortId) -> u64 {
         self.ports.get(port.index()).map_or(0, |p| p.bytes)

@@ -210,3 +210,26 @@ core_link = { rate = "125Mbps" }
     let e = err(&LS.replace("host_link", "core_link = { rate = \"1Gbps\" }\nhost_link"));
     assert!(e.message.contains("`core_link` is a fat-tree parameter"), "{e}");
 }
+
+#[test]
+fn command_line_events_name_a_link_or_a_whole_switch() {
+    let mut t = Topology::load("fat-tree-k4").unwrap();
+    t.add_event("2ms,edge0_0-agg0_1,degrade=100Mbps").unwrap();
+    t.add_event("1ms,agg1_0,down").unwrap();
+    let s = &t.fabric.schedule;
+    // agg1_0 has 2 edge and 2 core links; sorted by time.
+    assert_eq!(s.len(), 5);
+    assert!(s[..4].iter().all(|e| e.at == 1_000_000 && e.action == LinkAction::Down));
+    assert_eq!((s[4].at, s[4].action), (2_000_000, LinkAction::Degrade(BitRate::mbps(100))));
+    assert_eq!(t.fabric.links[s[4].link.index()].name, "edge0_0-agg0_1");
+    for (bad, why) in [
+        ("1ms,h0,down", "is a host"),
+        ("1ms,nowhere,down", "no link or switch"),
+        ("1ms,agg1_0,melt", "unknown action"),
+        ("1ms,agg1_0", "three comma-separated fields"),
+        ("soon,agg1_0,down", "time"),
+    ] {
+        let e = t.add_event(bad).unwrap_err();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+}

@@ -11,10 +11,25 @@ fn base_fct_matches_a_single_flow_simulation_on_each_shipped_topology() {
     for (name, text) in SHIPPED {
         let hosts = emu_orchestrator::topology::Topology::parse(name, text).unwrap().fabric.hosts().len();
         for (dst, size) in [(hosts - 1, 1_000_000), (1, 64_000), (hosts / 2, 1_000)] {
-            let opts = RunOptions { traffic: Pattern::Pair(0, dst), flow_size: size, seed: 1, ..RunOptions::default() };
+            if name.ends_with("to1") && size == 1_000_000 {
+                // Oversubscribed cores (LBSP's 4:1 and 8:1): 1 MB of UDP at
+                // the host rate overflows the slower core link's 250-packet
+                // queue, so it never completes; the shorter flows fit.
+                continue;
+            }
+            // ECMP everywhere: the formula is the fabric's; LBSP's hellos
+            // (the *-lbsp topologies' scheme) share the links and may
+            // delay a packet by one hello frame per hop.
+            let opts = RunOptions {
+                traffic: Pattern::Pair(0, dst),
+                flow_size: size,
+                seed: 1,
+                scheme: Some("ecmp".into()),
+                ..RunOptions::default()
+            };
             let s = run(text, &opts).summary;
             let f = &s.flows[0];
-            let (fct, base) = (f.fct.unwrap(), f.base_fct.unwrap());
+            let (Some(fct), Some(base)) = (f.fct, f.base_fct) else { panic!("{name}: h0 -> h{dst}: no FCT ({f:?})") };
             if *name == "explicit-example" && dst == 2 {
                 // Asymmetric: ECMP hashes this flow onto the half-rate path;
                 // the base FCT is the ideal (full-rate) path's.

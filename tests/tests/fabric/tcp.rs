@@ -55,3 +55,18 @@ ecn = { kmin = \"30KB\", kmax = \"31KB\", pmax = 1.0 }
     assert!(dctcp.flows.iter().all(|f| f.ecn_marks > 0 && f.fct.is_some()));
     assert!(reno.flows.iter().all(|f| f.fct.is_some()), "NewReno recovers its losses");
 }
+
+#[test]
+fn an_arp_reply_slower_than_the_retry_does_not_stall_a_host_with_a_later_flow() {
+    // 50 µs links: the gateway's ARP reply takes longer than the 100 µs
+    // retry. h126 first receives (its ACKs ask ARP), and its own flow only
+    // starts later: the due retry once woke it in the past forever.
+    let flows = "2\n113 126 3 32000 0.005032780\n126 32 3 32000 0.005514379\n";
+    let mut o = opts("newreno", Pattern::Permutation, 0);
+    o.scheme = Some("ecmp".into());
+    o.until = 50_000_000;
+    o.flow_list = Some(("two.txt".into(), flows.into()));
+    let s = run(shipped("fat-tree-k8-lbsp"), &o).summary;
+    assert!(s.flows.iter().all(|f| f.bytes_delivered == 32_000), "both flows delivered");
+    assert!(s.simulated_ns < 10_000_000, "ended when the flows did: {} ns", s.simulated_ns);
+}

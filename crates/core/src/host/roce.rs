@@ -918,6 +918,11 @@ impl RoceHost {
                 }
             }
         }
+        if !self.unfinished.is_empty() && self.nic.arp_retry_at().is_some_and(|t| t <= now) {
+            // As TcpHost::pump: a due ARP retry nobody asked for.
+            let _ = self.nic.gateway_mac(now);
+            self.nic.send_control(now, out);
+        }
         // Next wakeup.
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |x: Nanos| x.min(t)));

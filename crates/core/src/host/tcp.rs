@@ -498,6 +498,13 @@ impl TcpHost {
                 }
             }
         }
+        if !self.active.is_empty() && self.nic.arp_retry_at().is_some_and(|t| t <= now) {
+            // An ARP retry is due but no segment may go now (none asked
+            // for the gateway): ask again here, or the due time would be
+            // a wakeup in the past forever (links slower than the retry).
+            let _ = self.nic.gateway_mac(now);
+            self.nic.send_control(now, out);
+        }
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |x: Nanos| x.min(t)));
         if self.nic.is_busy(now) && (self.nic.has_control() || !self.active.is_empty()) {

@@ -314,12 +314,7 @@ impl DepthSnapshot<'_> {
             Some(t) => self.now.saturating_sub(t) >= self.period,
         };
         if stale {
-            let n = self.tm.config().queues_per_port;
-            s.queues.clear();
-            s.queues.extend((0..n).map(|q| self.tm.queue_bytes(port, QueueId(q))));
-            s.cells.clear();
-            s.cells.extend((0..n).map(|q| self.tm.queue_cells(port, QueueId(q))));
-            s.total = self.tm.port_bytes(port);
+            s.total = self.tm.snapshot_port(port, &mut s.queues, &mut s.cells);
             s.taken_at = Some(self.now);
         }
         f(s)
