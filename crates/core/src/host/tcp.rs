@@ -22,7 +22,8 @@ use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use weft_wire::frame::FrameInfo;
 use weft_wire::ids::{FlowId, NodeId, PortId};
 use weft_wire::tcp::{self, flags};
@@ -159,7 +160,11 @@ pub struct TcpHost {
     nic: Nic,
     cfg: TcpConfig,
     send: Vec<TcpSender>,
+    /// Started, unfinished senders, in index order.
     active: Vec<usize>,
+    /// Senders not started yet, by start time (so a pump walks only the
+    /// started ones: hosts with thousands of flows in a run).
+    pending: BinaryHeap<Reverse<(Nanos, usize)>>,
     rr: usize,
     recv: FxHashMap<(u32, u16), TcpReceiver>,
     timer: Option<Nanos>,
@@ -177,6 +182,7 @@ impl TcpHost {
             cfg,
             send: Vec::new(),
             active: Vec::new(),
+            pending: BinaryHeap::new(),
             rr: 0,
             recv: FxHashMap::default(),
             timer: None,
@@ -231,7 +237,7 @@ impl TcpHost {
             rtx: None,
             max_sent: 0,
         });
-        self.active.push(self.send.len() - 1);
+        self.pending.push(Reverse((flow.start, self.send.len() - 1)));
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
     }
 
@@ -437,8 +443,17 @@ impl TcpHost {
     }
 
     fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        while let Some(&Reverse((start, i))) = self.pending.peek() {
+            if start > now {
+                break;
+            }
+            self.pending.pop();
+            let at = self.active.partition_point(|&a| a < i);
+            self.active.insert(at, i);
+        }
         let send = &self.send;
         self.active.retain(|&i| send[i].snd_una < send[i].flow.size);
+        let unfinished = !self.active.is_empty() || !self.pending.is_empty();
         // Retransmission timeouts.
         let mss = self.cfg.mss as f64;
         for &i in &self.active {
@@ -466,7 +481,10 @@ impl TcpHost {
                         || (s.snd_nxt < s.flow.size
                             && (s.snd_nxt - s.snd_una) + (s.flow.size - s.snd_nxt).min(mss_u) <= (s.cwnd as u64).min(s.rwnd).max(mss_u)))
             };
-            if let Some(i) = (0..n).map(|k| self.active[(self.rr + k) % n.max(1)]).find(|&i| can(&self.send[i])) {
+            // Round robin from after the last sender served (`rr` is its
+            // position + 1; past the end: from the first).
+            let from = if self.rr < n { self.rr } else { 0 };
+            if let Some(i) = (0..n).map(|k| self.active[(from + k) % n.max(1)]).find(|&i| can(&self.send[i])) {
                 match self.nic.gateway_mac(now) {
                     None => {
                         self.nic.send_control(now, out);
@@ -493,12 +511,12 @@ impl TcpHost {
                         if s.rto_at.is_none() {
                             s.rto_at = Some(now + s.rto);
                         }
-                        self.rr = (self.active.iter().position(|&a| a == i).unwrap_or(0) + 1) % n.max(1);
+                        self.rr = self.active.iter().position(|&a| a == i).unwrap_or(0) + 1;
                     }
                 }
             }
         }
-        if !self.active.is_empty() && self.nic.arp_retry_at().is_some_and(|t| t <= now) {
+        if unfinished && self.nic.arp_retry_at().is_some_and(|t| t <= now) {
             // An ARP retry is due but no segment may go now (none asked
             // for the gateway): ask again here, or the due time would be
             // a wakeup in the past forever (links slower than the retry).
@@ -507,19 +525,19 @@ impl TcpHost {
         }
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |x: Nanos| x.min(t)));
-        if self.nic.is_busy(now) && (self.nic.has_control() || !self.active.is_empty()) {
+        if self.nic.is_busy(now) && (self.nic.has_control() || unfinished) {
             consider(self.nic.busy_until());
         }
         if let Some(t) = self.nic.arp_retry_at() {
-            if !self.active.is_empty() {
+            if unfinished {
                 consider(t);
             }
         }
+        if let Some(&Reverse((start, _))) = self.pending.peek() {
+            consider(start);
+        }
         for &i in &self.active {
             let s = &self.send[i];
-            if s.flow.start > now {
-                consider(s.flow.start);
-            }
             if let Some(t) = s.rto_at {
                 consider(t);
             }
