@@ -472,7 +472,11 @@ impl TcpHost {
             }
         }
         if !self.nic.send_control(now, out) && !self.nic.is_busy(now) {
-            let n = self.active.len();
+            // Round robin over the senders in index order, the ones not
+            // started yet (`pending`, all after the started ones) counted
+            // as ineligible places: `rr` is a place in that whole list, as
+            // when every sender sat in it.
+            let (n, total) = (self.active.len(), self.active.len() + self.pending.len());
             let mss_u = self.cfg.mss as u64;
             let can = |s: &TcpSender| {
                 s.flow.start <= now
@@ -481,10 +485,8 @@ impl TcpHost {
                         || (s.snd_nxt < s.flow.size
                             && (s.snd_nxt - s.snd_una) + (s.flow.size - s.snd_nxt).min(mss_u) <= (s.cwnd as u64).min(s.rwnd).max(mss_u)))
             };
-            // Round robin from after the last sender served (`rr` is its
-            // position + 1; past the end: from the first).
-            let from = if self.rr < n { self.rr } else { 0 };
-            if let Some(i) = (0..n).map(|k| self.active[(from + k) % n.max(1)]).find(|&i| can(&self.send[i])) {
+            let from = (self.rr % total.max(1)).min(n);
+            if let Some(i) = (from..n).chain(0..from).map(|p| self.active[p]).find(|&i| can(&self.send[i])) {
                 match self.nic.gateway_mac(now) {
                     None => {
                         self.nic.send_control(now, out);
@@ -511,7 +513,7 @@ impl TcpHost {
                         if s.rto_at.is_none() {
                             s.rto_at = Some(now + s.rto);
                         }
-                        self.rr = self.active.iter().position(|&a| a == i).unwrap_or(0) + 1;
+                        self.rr = (self.active.iter().position(|&a| a == i).unwrap_or(0) + 1) % total.max(1);
                     }
                 }
             }
