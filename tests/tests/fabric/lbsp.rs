@@ -303,10 +303,44 @@ fn aggregation_partners_change_state_together() {
 }
 
 #[test]
+fn a_tor_sends_by_the_destination_lsb_round_robin_inside_the_group() {
+    // h0 -> h16 (10.1.0.2: pod 1, leaf 4, host number 16, LSB 0, second
+    // LSB 0) and h1 -> h17 (number 17: LSB 1). States off, so only the
+    // address decides: edge0_0 alternates flow 1 over agg0_0 and agg0_2
+    // (link group 0) and flow 2 over agg0_1 and agg0_3.
+    for (dst, group) in [(16, [0, 2]), (17, [1, 3])] {
+        let mut opts = RunOptions {
+            scheme: Some("lbsp".into()),
+            traffic: emu_node::traffic::Pattern::Pair(dst - 16, dst),
+            flow_size: 100 * 1458,
+            ..RunOptions::default()
+        };
+        opts.params.insert("states".into(), "false".into());
+        let s = experiment::run(&paper_k8(""), &opts, &mut |_, _| {}).expect("run").summary;
+        let edge = s.switches.iter().find(|w| w.name == "edge0_0").expect("edge0_0");
+        let up = |i: usize| edge.ports.iter().find(|p| p.peer == format!("agg0_{i}")).map_or(0, |p| p.counters.tx_frames);
+        let hellos = |i: usize| {
+            // Hellos go out of every uplink: the test counts data frames.
+            let t = s.simulated_ns / 1_000_000;
+            up(i) - t.min(up(i))
+        };
+        let (a, b) = (hellos(group[0]), hellos(group[1]));
+        let others: u64 = (0..4).filter(|i| !group.contains(i)).map(hellos).sum();
+        assert_eq!(others, 0, "h{dst}: nothing outside link group {:?}", group);
+        assert!(a.abs_diff(b) <= 1 && a + b >= 100, "h{dst}: round robin {a} / {b}");
+    }
+}
+
+#[test]
 fn lbsp_refuses_fabrics_that_are_not_fat_trees() {
     let leaf_spine = crate::leaf_spine(2, 2, 4, r#"{ rate = "10Gbps", delay = "1us" }"#, "[switches]\nscheme = \"lbsp\"\n");
     let topo = Topology::parse("ls.toml", &leaf_spine).expect("topology");
     let err = experiment::run(&topo, &RunOptions::default(), &mut |_, _| {}).expect_err("a leaf-spine is refused");
     let text = format!("{err}");
     assert!(text.contains("lbsp") && text.contains("three-tier fat-tree"), "{text}");
+    let explicit = Topology::load("explicit-example").expect("shipped");
+    let opts = RunOptions { scheme: Some("lbsp".into()), ..RunOptions::default() };
+    // An explicit fabric whose addressing plan is not the generator's.
+    let text = format!("{}", experiment::run(&explicit, &opts, &mut |_, _| {}).expect_err("an explicit fabric is refused"));
+    assert!(text.contains("cannot run on this fabric") && text.contains("are not numbered .2, .3"), "{text}");
 }
