@@ -133,6 +133,7 @@ struct RawSwitchSettings {
     ecn: Option<Spanned<RawEcn>>,
     queues: Option<Spanned<u32>>,
     queue_limit: Option<Spanned<u32>>,
+    cpu_latency: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -223,6 +224,7 @@ struct SwitchSettings {
     ecn: Option<RedConfig>,
     queues: Option<u8>,
     queue_limit: Option<u32>,
+    cpu_latency: Option<Nanos>,
 }
 
 impl SwitchSettings {
@@ -236,6 +238,7 @@ impl SwitchSettings {
             ecn: None,
             queues: None,
             queue_limit: None,
+            cpu_latency: None,
         }
     }
     fn apply(&mut self, cx: &Ctx, raw: &RawSwitchSettings) -> Result<(), TopologyError> {
@@ -287,6 +290,9 @@ impl SwitchSettings {
             }
             self.queue_limit = Some(*q.get_ref());
         }
+        if let Some(d) = &raw.cpu_latency {
+            self.cpu_latency = Some(cx.duration(d)?);
+        }
         Ok(())
     }
     fn spec(&self, role: SwitchRole) -> NodeKind {
@@ -298,6 +304,7 @@ impl SwitchSettings {
             buffer_bytes: self.buffer,
             queues_per_port: self.queues,
             queue_limit_packets: self.queue_limit,
+            cpu_latency_ns: self.cpu_latency,
             pfc: self.pfc,
             ecn: self.ecn,
             buffer_rules: Default::default(),
@@ -465,6 +472,7 @@ impl Topology {
                 ecn: spec.ecn,
                 queues: spec.queues_per_port,
                 queue_limit: spec.queue_limit_packets,
+                cpu_latency: spec.cpu_latency_ns,
             };
             s.apply(&cx, o.get_ref())?;
             let role = spec.role;

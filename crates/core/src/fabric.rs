@@ -71,6 +71,11 @@ pub struct SwitchSpec {
     /// `limit`); `None`: only the shared buffer's dynamic threshold.
     #[serde(default)]
     pub queue_limit_packets: Option<u32>,
+    /// The switch CPU's control-plane latency (its table and register
+    /// writes take effect this long after it handles an event); `None`:
+    /// the run's default (10 µs).
+    #[serde(default)]
+    pub cpu_latency_ns: Option<Nanos>,
     /// PFC enabled (lossless).
     pub pfc: bool,
     /// ECN marking on data queues.
@@ -127,6 +132,7 @@ impl SwitchSpec {
             leaves: 0,
             upper_fanout: 0,
             queue_limit_packets: None,
+            cpu_latency_ns: None,
             tier_position: None,
             hosts_per_leaf: 0,
         }

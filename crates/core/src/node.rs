@@ -190,7 +190,7 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &NodeConfig) -> Res
         target,
         tm,
         snapshot_period_ns: cfg.snapshot_period_ns,
-        cpu_latency_ns: cfg.cpu_latency_ns,
+        cpu_latency_ns: s.cpu_latency_ns.unwrap_or(cfg.cpu_latency_ns),
         seed: node_seed(cfg.seed, node),
         strict: cfg.strict,
     })

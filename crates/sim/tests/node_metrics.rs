@@ -6,7 +6,7 @@ use weft_core::fabric::NodeKind;
 use weft_core::node::{HostTransport, Node, NodeConfig};
 use weft_metrics::{catalogue, FamilySet, NodeMetrics};
 use weft_sim::engine::Engine;
-use weft_testkit::leaf_pair;
+use weft_testkit::{fat_tree4, leaf_pair};
 use weft_wire::time::BitRate;
 
 /// Every family a node can produce is in the catalogue, with its type
@@ -32,7 +32,8 @@ fn assert_catalogued(set: &FamilySet) {
 #[test]
 fn every_scheme_and_transport_exports_only_catalogued_metrics() {
     for info in weft_schemes::catalog() {
-        let mut f = leaf_pair(2, 2, BitRate::gbps(100));
+        // A fat-tree for the schemes made for them (LBSP refuses others).
+        let mut f = if info.name == "lbsp" { fat_tree4(BitRate::gbps(100)) } else { leaf_pair(2, 2, BitRate::gbps(100)) };
         for n in &mut f.nodes {
             if let NodeKind::Switch(s) = &mut n.kind {
                 s.scheme = info.name.to_string();

@@ -44,6 +44,46 @@ pub fn leaf_pair(hosts: usize, spines: usize, rate: BitRate) -> FabricSpec {
     f
 }
 
+/// A k = 4 fat-tree as the orchestrator's generator lays it out (for the
+/// crates below it): `core<i>` (4), per pod `p` `agg<p>_<a>` and
+/// `edge<p>_<e>` (2 each), 2 hosts per edge, host `j` of edge `e` in pod
+/// `p` at 10.p.e.(j+2); an edge's ports are its hosts then its
+/// aggregation switches, an aggregation switch's its edges then its cores
+/// (core `2a + c` is its `c`-th). All links at `rate`, 1 µs, MTU 1500;
+/// routes computed.
+pub fn fat_tree4(rate: BitRate) -> FabricSpec {
+    let mut f = FabricSpec::default();
+    let sw = |role| NodeKind::Switch(SwitchSpec::new(role, "ecmp"));
+    let cores: Vec<_> = (0..4).map(|c| f.add_node(format!("core{c}"), sw(SwitchRole::Core))).collect();
+    for p in 0..4u8 {
+        let aggs: Vec<_> = (0..2).map(|a| f.add_node(format!("agg{p}_{a}"), sw(SwitchRole::Spine))).collect();
+        let edges: Vec<_> = (0..2).map(|e| f.add_node(format!("edge{p}_{e}"), sw(SwitchRole::Leaf))).collect();
+        for (e, &edge) in edges.iter().enumerate() {
+            for j in 0..2u8 {
+                let ip = Ipv4Address::new(10, p, e as u8, j + 2);
+                let gw = Ipv4Address::new(10, p, e as u8, 1);
+                let h = f.add_node(
+                    format!("h{}", (p as usize * 2 + e) * 2 + j as usize),
+                    NodeKind::Host(HostSpec { kind: HostKind::Synthetic, ip, prefix_len: 24, mac: host_mac(ip), gateway: gw }),
+                );
+                f.connect(format!("h{}-edge{p}_{e}", (p as usize * 2 + e) * 2 + j as usize), h, edge, rate, 1000, 1500);
+            }
+        }
+        for (a, &agg) in aggs.iter().enumerate() {
+            for (e, &edge) in edges.iter().enumerate() {
+                f.connect(format!("edge{p}_{e}-agg{p}_{a}"), edge, agg, rate, 1000, 1500);
+            }
+        }
+        for (a, &agg) in aggs.iter().enumerate() {
+            for c in 0..2 {
+                f.connect(format!("agg{p}_{a}-core{}", 2 * a + c), agg, cores[2 * a + c], rate, 1000, 1500);
+            }
+        }
+    }
+    f.compute_routes();
+    f
+}
+
 /// `h0` of a [`leaf_pair`] fabric.
 pub const H0: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
 /// `far` of a [`leaf_pair`] fabric.

@@ -110,6 +110,27 @@ fn fig5_link_a31_c15_down_changes_the_odd_aggregation_switches_only() {
     assert_eq!(found, 2, "both ends of the link found it failed");
 }
 
+#[test]
+fn the_topologys_control_plane_latency_delays_every_cpu_step() {
+    // cpu_latency = 100 µs: the port-status callback, each CPU's handling
+    // of a flooded message and its table writes each wait that long.
+    let events = event("5ms", "agg7_3-core15", "down");
+    let topo = Topology::parse(
+        "slow-cpu.toml",
+        &format!(
+            "[generator]\nkind = \"fat-tree\"\nk = 8\nhost_link = {{ rate = \"1Gbps\", delay = \"50us\" }}\n\
+             [switches]\nscheme = \"lbsp\"\ncpu_latency = \"100us\"\n{events}"
+        ),
+    )
+    .expect("topology");
+    let mut e = engine(&topo);
+    assert_eq!(at(&mut e, &topo, 5_150_000), vec![], "the callback alone takes 100 µs, the write another 100");
+    let first = at(&mut e, &topo, 5_210_000);
+    assert!(first.iter().any(|(s, _, _)| s == "agg7_3"), "agg7_3's own entry after 2 x 100 µs: {first:?}");
+    assert!(first.len() < 15, "the flooded messages need more CPU steps");
+    assert_eq!(at(&mut e, &topo, 6_500_000).len(), 15, "all of Fig. 5's entries (14 + agg7_3's)");
+}
+
 /// The entries a failure of ToR–aggregation link `edge7_3-agg7_<agg>`
 /// makes: every other ToR avoids the aggregation switch's link group for
 /// T31's hosts (Table 2 type 0 or 1), T31 avoids it for every host.
