@@ -25,6 +25,7 @@ pub mod conweave;
 pub mod drill;
 pub mod ecmp;
 pub mod flowlet;
+pub mod int_nexthop;
 pub mod lbsp;
 pub mod letflow;
 pub mod rps;
