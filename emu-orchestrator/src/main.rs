@@ -530,6 +530,14 @@ fn print_summary(s: &Summary, wall: std::time::Duration, threads: usize) {
             println!("  drill               {} decisions, {} moves to a shorter queue", c("drill_decisions"), c("drill_path_changes"))
         }
         "rps" => println!("  rps                 {} packets sprayed", c("rps_decisions")),
+        "int-nexthop" => println!(
+            "  int-nexthop         {} INT shims inserted, {} stripped; {} flowlets, {} on the best port; {} best-port changes",
+            c("int_inserted"),
+            c("int_stripped"),
+            c("int_new_flowlets"),
+            c("int_best_choices"),
+            c("int_best_changes")
+        ),
         "lbsp" => {
             println!(
                 "  lbsp                {} packets up, {} moved by failure entries, {} by states ({} state changes); {} link failures and {} recoveries found, {} table writes",

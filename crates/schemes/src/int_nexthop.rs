@@ -16,12 +16,103 @@
 //! Invariants: a degree of congestion lies in [0, 3]; a DRE value never
 //! grows without a packet and halves exactly once per elapsed period.
 //!
-//! Status (issue 15): the scheme's arithmetic only; the program (INT shim
-//! insertion, max-merge and stripping with `weft_wire::int`, bottleneck and
-//! best-port registers, flowlets, probes) and its registry entry come next.
+//! - **Monitoring** (§III). A leaf inserts the INT shim (`weft_wire::int`)
+//!   into every IPv4 packet from a host; every switch's egress towards
+//!   another switch writes the larger of its measurement and the header's
+//!   (hop latency = dequeue − enqueue time, queue occupancy = the queue's
+//!   depth at enqueue, link utilisation = the port's DRE after this
+//!   packet); the leaf that sends the packet to its host strips the shim
+//!   (the host gets the sender's bytes).
+//! - **Bottleneck and best-port registers** (§III, Fig. 3). A packet from
+//!   source S that reached this leaf through uplink P carries the
+//!   congestion of the path between S's leaf and here through P: the sink
+//!   leaf stores the three values under (S's leaf, P) and keeps, per
+//!   source leaf, the least degree of congestion and its port (replaced by
+//!   a lower one, refreshed by a new value of the same port). One array
+//!   cannot be written by this telemetry and read for forwarding in one
+//!   pass, so the update runs in egress and reaches ingress through an
+//!   egress-to-ingress array, as CONGA's DRE does.
+//! - **Flowlets** (§III). At a leaf, a packet that starts a new flowlet
+//!   (gap over `flowlet_timeout_us` since its flow's last packet; the
+//!   last-time and flowlet-port registers of [`crate::flowlet`]) takes the
+//!   best port towards its destination's leaf; inside a flowlet it keeps
+//!   its port. Without telemetry for the destination, and at aggregation
+//!   and core switches ("basic routing", §IV), the 5-tuple hash (ECMP).
+//!
+//! Status (issue 15): still to come: probes from the packet generator for
+//! paths without data (§III assumption 2), the INT collector's per-path
+//! series (`weft_int_*`), and the parameter scaling of DESIGN §6.2 (the
+//! defaults are the paper's, for its 8–25 Mbit/s links).
 
-use super::SchemeError;
+use super::flowlet::FlowletTable;
+use super::{ecmp, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use weft_tofino::program::{Declarations, PacketSource, SwitchView};
+use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
+use weft_wire::ids::PortId;
+use weft_wire::int::{self as shim, Header, Metric};
 use weft_wire::time::Nanos;
+
+/// Catalog entry.
+pub fn info() -> SchemeInfo {
+    SchemeInfo {
+        name: "int-nexthop",
+        source: "INT best-nexthop (int-best-nexthop-lb) §III, §IV",
+        summary: "INT headers with path maxima, bottleneck and best-port registers per source leaf, flowlets to the least congested uplink",
+        params: vec![
+            ParamInfo {
+                name: "dre_period_us",
+                default: "50000",
+                unit: "µs",
+                doc: "the DRE halves every port's utilisation this often (§IV: 50 ms)",
+            },
+            ParamInfo {
+                name: "flowlet_timeout_us",
+                default: "50000",
+                unit: "µs",
+                doc: "a gap this long starts a new flowlet (§III: 50 ms)",
+            },
+            ParamInfo {
+                name: "latency_range_us",
+                default: "0,50000",
+                unit: "min,max µs",
+                doc: "hop latency range of the min-max normalisation",
+            },
+            ParamInfo {
+                name: "queue_range_bytes",
+                default: "0,150000",
+                unit: "min,max bytes",
+                doc: "queue occupancy range of the normalisation",
+            },
+            ParamInfo { name: "util_range", default: "0,100", unit: "min,max", doc: "DRE utilisation range of the normalisation" },
+            ParamInfo { name: "flowlet_entries", default: "4096", unit: "entries", doc: "flowlet table size" },
+        ],
+    }
+}
+
+/// Largest number of leaves the per-leaf registers hold.
+const MAX_LEAVES: u32 = 256;
+/// Largest number of ports the per-(leaf, port) registers hold.
+const MAX_PORTS: u32 = 64;
+/// Fixed-point scale of a degree of congestion in a register.
+const DEGREE_SCALE: f64 = 1_000_000.0;
+
+/// A `min,max` parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bounds(f64, f64);
+
+impl std::str::FromStr for Bounds {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let (a, b) = s.split_once(',').ok_or(())?;
+        Ok(Bounds(a.trim().parse().map_err(|_| ())?, b.trim().parse().map_err(|_| ())?))
+    }
+}
+
+impl std::fmt::Display for Bounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.0, self.1)
+    }
+}
 
 /// The known range of one metric (§III assumption 3).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,6 +168,245 @@ pub fn dre_now(stored: u64, now: Nanos, period: Nanos) -> (u32, u32) {
     let halvings = epoch.saturating_sub(last);
     (if halvings >= 32 { 0 } else { value >> halvings }, epoch)
 }
+
+/// The registers of the program.
+#[derive(Debug, Clone, Copy)]
+struct Regs {
+    /// Per egress port: DRE value | period (egress).
+    dre: RegisterId,
+    /// Per (source leaf, port): the three bottleneck values (egress).
+    bottleneck: [RegisterId; 3],
+    /// Per source leaf: degree (fixed point) << 16 | port + 1 (egress).
+    best: RegisterId,
+    /// The same, published to ingress.
+    best_to_ingress: RegisterId,
+}
+
+/// The INT best-nexthop program.
+#[derive(Debug, Clone)]
+pub struct IntNexthop {
+    dre_period: Nanos,
+    ranges: [MetricRange; 3],
+    flowlet_timeout: Nanos,
+    entries: u32,
+    leaf: bool,
+    host_facing: Vec<bool>,
+    regs: Option<Regs>,
+    flowlets: Option<FlowletTable>,
+    c: Counters,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    inserted: u64,
+    stripped: u64,
+    best_changes: u64,
+    new_flowlets: u64,
+    best_choices: u64,
+}
+
+impl IntNexthop {
+    /// Builds from parameters.
+    pub fn from_params(p: &Params) -> Result<Self, SchemeError> {
+        let range = |k: &str, d: Bounds, scale: f64| -> Result<MetricRange, SchemeError> {
+            let b = param_in("int-nexthop", p, k, "min,max", d, |_| true)?;
+            MetricRange::new(k, b.0 * scale, b.1 * scale)
+        };
+        Ok(IntNexthop {
+            dre_period: param_us("int-nexthop", p, "dre_period_us", 50_000.0, true)?,
+            flowlet_timeout: param_us("int-nexthop", p, "flowlet_timeout_us", 50_000.0, true)?,
+            ranges: [
+                range("latency_range_us", Bounds(0.0, 50_000.0), 1_000.0)?,
+                range("queue_range_bytes", Bounds(0.0, 150_000.0), 1.0)?,
+                range("util_range", Bounds(0.0, 100.0), 1.0)?,
+            ],
+            entries: param_in("int-nexthop", p, "flowlet_entries", "entries (1..=65536)", 4096u32, |v| (1..=65536).contains(v))?,
+            leaf: false,
+            host_facing: Vec::new(),
+            regs: None,
+            flowlets: None,
+            c: Counters::default(),
+        })
+    }
+
+    fn faces_host(&self, p: PortId) -> bool {
+        self.host_facing.get(p.index()).copied().unwrap_or(false)
+    }
+
+    /// The flow's 5-tuple hash; under the INT shim the L4 ports follow it.
+    fn flow_hash(cx: &IngressCx<'_>) -> u32 {
+        let Some(ip) = cx.info.ip else { return 0 };
+        let (proto, ports_at) = if ip.protocol == shim::PROTOCOL {
+            let at = ip.l4_offset as usize;
+            (cx.frame.get(at).copied().unwrap_or(0), at + shim::SHIM_LEN)
+        } else {
+            (ip.protocol, ip.l4_offset as usize)
+        };
+        let port = |o: usize| cx.frame.get(ports_at + o..ports_at + o + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+        ecmp::flow_hash(cx.hash_seed, (ip.src.0, ip.dst.0, proto, port(0), port(2)), true)
+    }
+}
+
+impl Program for IntNexthop {
+    fn name(&self) -> &'static str {
+        "int-nexthop"
+    }
+
+    fn declare(&mut self, d: &mut Declarations) {
+        d.hash("int_5tuple_crc32", Gress::Ingress, 0, 32);
+        self.flowlets = Some(FlowletTable::declare(d, "int", self.entries, self.flowlet_timeout, 1, 3));
+        let e = Gress::Egress;
+        let per_path = MAX_LEAVES * MAX_PORTS;
+        self.regs = Some(Regs {
+            dre: d.register("int_dre", e, 0, MAX_PORTS, 64),
+            bottleneck: [
+                d.register("int_bottleneck_hop_latency", e, 1, per_path, 32),
+                d.register("int_bottleneck_queue_occupancy", e, 2, per_path, 32),
+                d.register("int_bottleneck_link_utilization", e, 3, per_path, 32),
+            ],
+            best: d.register("int_best_port", e, 4, MAX_LEAVES, 64),
+            best_to_ingress: d.egress_to_ingress("int_best_port_to_ingress", 2, MAX_LEAVES, 64),
+        });
+        d.metadata_bits(32 + 16 + 16);
+    }
+
+    fn attach(&mut self, view: &SwitchView) {
+        self.leaf = view.leaf_index.is_some();
+        self.host_facing = view.host_facing.clone();
+    }
+
+    fn route_data(&self, route: &weft_tofino::l3::Route) -> Option<u32> {
+        super::leaf_of_route(route)
+    }
+
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        let (Some(regs), Some(flowlets)) = (self.regs, self.flowlets.clone()) else { return Ok(()) };
+        let up = |cx: &IngressCx<'_>, p: PortId| cx.port_up.get(p.index()).copied().unwrap_or(false);
+        let in_port = match cx.source {
+            PacketSource::Port(p) => Some(p),
+            _ => None,
+        };
+        let Some(ip) = cx.info.ip else {
+            cx.forward_to(cx.group.first().copied());
+            return Ok(());
+        };
+        let hash = Self::flow_hash(cx);
+        // Telemetry for egress: the source's leaf and the port it came in on.
+        if let (Some(p), true) = (in_port, ip.protocol == shim::PROTOCOL) {
+            if let Some(src_leaf) = cx.route_data_of(ip.src) {
+                cx.bridge(((src_leaf + 1) << 16) | p.0 as u32);
+            }
+        }
+        // Monitoring: a leaf marks every packet from a host.
+        if self.leaf && in_port.is_some_and(|p| self.faces_host(p)) && ip.protocol != shim::PROTOCOL {
+            let l3 = cx.info.l3_offset as usize;
+            if shim::insert(cx.frame, l3).is_ok() {
+                self.c.inserted += 1;
+            }
+        }
+        if cx.group.len() <= 1 {
+            cx.forward_to(cx.group.first().copied().filter(|p| up(cx, *p)));
+            return Ok(());
+        }
+        if !self.leaf {
+            // Basic routing (§IV): the 5-tuple hash.
+            let (port, _) = ecmp::select_resilient(cx.group, cx.port_up, hash);
+            cx.forward_to(port);
+            return Ok(());
+        }
+        let dst_leaf = cx.route_data.unwrap_or(0) % MAX_LEAVES;
+        let mut took_best = false;
+        let d = flowlets.lookup(cx, hash, |cx| {
+            let word = cx.snapshot(regs.best_to_ingress, dst_leaf)?;
+            let best = (word & 0xffff) as u16;
+            let port = (best != 0).then(|| PortId(best - 1)).filter(|p| cx.group.contains(p) && up(cx, *p));
+            took_best = port.is_some();
+            Ok(port.or_else(|| ecmp::select_resilient(cx.group, cx.port_up, hash).0))
+        })?;
+        if d.new_flowlet {
+            self.c.new_flowlets += 1;
+            self.c.best_choices += took_best as u64;
+        }
+        cx.forward_to(d.port);
+        Ok(())
+    }
+
+    fn egress(&mut self, cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {
+        let Some(regs) = self.regs else { return Ok(()) };
+        let (now, period) = (cx.now, self.dre_period);
+        let util = cx.register(regs.dre, cx.port.0 as u32 % MAX_PORTS, |v| dre_on_packet(v, now, period))?;
+        let Some(info) = cx.info() else { return Ok(()) };
+        let Some(ip) = info.ip.filter(|i| i.protocol == shim::PROTOCOL) else { return Ok(()) };
+        let (l3, at) = (info.l3_offset as usize, ip.l4_offset as usize);
+        if !self.faces_host(cx.port) {
+            // Transit: the larger of this hop's measurement and the header's.
+            let latency = now.saturating_sub(cx.enq_ts).min(u32::MAX as u64) as u32;
+            if let Ok(mut h) = Header::new_checked(&mut cx.frame[at..]) {
+                h.merge_max(Metric::HopLatency, latency);
+                h.merge_max(Metric::QueueOccupancy, cx.enq_depth.min(u32::MAX as u64) as u32);
+                h.merge_max(Metric::LinkUtilization, util);
+            }
+            return Ok(());
+        }
+        // Sink: the host gets its bytes back; the telemetry updates the
+        // registers of the path to the source's leaf through the port the
+        // packet came in on.
+        let Ok(t) = shim::strip(cx.frame, l3) else { return Ok(()) };
+        self.c.stripped += 1;
+        let (src_leaf, in_port) = (cx.bridged >> 16, cx.bridged & 0xffff);
+        if src_leaf == 0 {
+            return Ok(());
+        }
+        let leaf = (src_leaf - 1) % MAX_LEAVES;
+        let values = [t.hop_latency.unwrap_or(0), t.queue_occupancy.unwrap_or(0), t.link_utilization.unwrap_or(0)];
+        let index = leaf * MAX_PORTS + in_port % MAX_PORTS;
+        for (reg, v) in regs.bottleneck.iter().zip(values) {
+            cx.register(*reg, index, |_| (v as u64, ()))?;
+        }
+        let degree = (degree_of_congestion(values, &self.ranges) * DEGREE_SCALE) as u64;
+        let port = in_port as u64 + 1;
+        let (word, changed) = cx.register(regs.best, leaf, |old| {
+            let (old_degree, old_port) = (old >> 16, old & 0xffff);
+            if old_port == 0 || old_port == port || degree < old_degree {
+                let new = (degree << 16) | port;
+                (new, (new, old_port != port))
+            } else {
+                (old, (old, false))
+            }
+        })?;
+        self.c.best_changes += changed as u64;
+        cx.publish(regs.best_to_ingress, leaf, word)?;
+        Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("int_inserted", self.c.inserted),
+            ("int_stripped", self.c.stripped),
+            ("int_best_changes", self.c.best_changes),
+            ("int_new_flowlets", self.c.new_flowlets),
+            ("int_best_choices", self.c.best_choices),
+        ]
+    }
+}
+
+/// The registry entry of `int-nexthop` (see [`crate::REGISTRY`]).
+pub const SCHEME: crate::Scheme = crate::Scheme {
+    info,
+    build: |p| Ok(Box::new(IntNexthop::from_params(p)?)),
+    metrics: crate::SchemeMetrics {
+        counters: &[
+            ("int_inserted", "Packets from hosts a leaf gave the INT shim (§III, source switch)."),
+            ("int_stripped", "Packets whose INT shim a leaf removed before the host (sink switch)."),
+            ("int_best_changes", "Times a leaf's best port towards a source leaf changed."),
+            ("int_new_flowlets", "Flowlets started at a leaf (gap over the flowlet timeout)."),
+            ("int_best_choices", "New flowlets that took the best port (the others: no telemetry yet, ECMP)."),
+        ],
+        gauges: &[],
+        port_gauges: &[],
+        distributions: &[],
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -124,7 +124,8 @@ pub struct Scheme {
 }
 
 /// Every scheme weft has.
-pub const REGISTRY: &[Scheme] = &[ecmp::SCHEME, rps::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME, lbsp::SCHEME];
+pub const REGISTRY: &[Scheme] =
+    &[ecmp::SCHEME, rps::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME, lbsp::SCHEME, int_nexthop::SCHEME];
 
 /// Every scheme's information, in registry order.
 pub fn catalog() -> Vec<SchemeInfo> {
