@@ -315,6 +315,7 @@ impl SwitchSettings {
             upper_fanout: 0,
             tier_position: None,
             hosts_per_leaf: 0,
+            leaf_addresses: Vec::new(),
         })
     }
 }

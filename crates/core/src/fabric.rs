@@ -110,6 +110,11 @@ pub struct SwitchSpec {
     /// The largest number of hosts on one leaf. Computed with the routes.
     #[serde(default)]
     pub hosts_per_leaf: u16,
+    /// Per leaf index: the address of its first host (an address routed to
+    /// that leaf, what a program sends its own packets for the leaf to).
+    /// Computed with the routes.
+    #[serde(default)]
+    pub leaf_addresses: Vec<Ipv4Address>,
 }
 
 impl SwitchSpec {
@@ -135,6 +140,7 @@ impl SwitchSpec {
             cpu_latency_ns: None,
             tier_position: None,
             hosts_per_leaf: 0,
+            leaf_addresses: Vec::new(),
         }
     }
 }
@@ -466,10 +472,15 @@ impl FabricSpec {
             }
         }
         let hosts_per_leaf = leaf_hosts.values().map(|h| h.len() as u16).max().unwrap_or(0);
+        let leaf_addresses: Vec<Ipv4Address> = leaf_hosts
+            .values()
+            .map(|h| h.first().and_then(|(h, _)| self.nodes[h.index()].as_host()).map_or(Ipv4Address(0), |x| x.ip))
+            .collect();
         for s in self.switches() {
             if let NodeKind::Switch(sw) = &mut self.nodes[s.index()].kind {
                 sw.tier_position = position.get(&s).copied().flatten();
                 sw.hosts_per_leaf = hosts_per_leaf;
+                sw.leaf_addresses = leaf_addresses.clone();
             }
         }
     }

@@ -2,7 +2,9 @@
 //! source leaf inserts the shim and its egress writes its measurement,
 //! the sink leaf strips it (the host frame is the sender's) and keeps the
 //! path's bottleneck values and the best port per source leaf; a new
-//! flowlet takes the best port, a packet inside a flowlet keeps its port.
+//! flowlet takes the best port, a packet inside a flowlet keeps its port;
+//! probes leave every uplink on the generator's period and refresh a path
+//! no data takes.
 
 use bytes::BytesMut;
 use weft_core::fabric::FabricSpec;
@@ -14,9 +16,19 @@ use weft_wire::ids::{NodeId, PortId};
 use weft_wire::int::{self as shim, Header, Metric};
 use weft_wire::time::BitRate;
 
+/// Leaf `node` of `f` running int-nexthop with the paper's defaults and no
+/// probes (only the scripted packets teach the registers).
 fn switch(f: &FabricSpec, node: usize) -> Switch {
+    switch_with(f, node, &[("probe_interval_us", "0")])
+}
+
+fn switch_with(f: &FabricSpec, node: usize, set: &[(&str, &str)]) -> Switch {
     let cfg = SwitchConfig { snapshot_period_ns: 0, ..SwitchConfig::tofino2(3, true) };
-    let program = IntNexthop::from_params(&Params::new()).expect("defaults");
+    let mut params = Params::new();
+    for (k, v) in set {
+        params.insert(k.to_string(), v.to_string());
+    }
+    let program = IntNexthop::from_params(&params).expect("parameters");
     Switch::with_program(NodeId(node as u32), &f.nodes[node], cfg, Box::new(program)).expect("fits")
 }
 
@@ -141,4 +153,94 @@ fn a_new_flowlet_takes_the_best_port_and_a_flowlet_keeps_its_port() {
     s.handle_frame(60_000_000, PortId(0), from_h0(&f, 33), &mut out);
     assert_eq!(out.first().map(|t| t.port), Some(PortId(1)), "new flowlet after the timeout");
     assert_eq!(counter(&s, "int_best_choices"), 2);
+}
+
+#[test]
+fn every_probe_period_a_leaf_sends_one_probe_per_uplink_to_the_other_leaf() {
+    let f = leaf_pair(1, 2, BitRate::gbps(10));
+    let mut s = switch_with(&f, 0, &[("probe_interval_us", "1000")]);
+    let mut out: Vec<Transmit> = Vec::new();
+    drain(&mut s, 3_500_000, &mut out);
+    // Generator ticks at 1, 2 and 3 ms: two uplinks (ports 1, 2) each.
+    assert_eq!(out.len(), 6, "{:?}", out.iter().map(|t| (t.port, t.start)).collect::<Vec<_>>());
+    assert_eq!(counter(&s, "int_probes_sent"), 6);
+    let leaf0 = f.nodes[0].as_switch().expect("switch");
+    for (i, t) in out.iter().enumerate() {
+        assert_eq!(t.port, PortId(1 + (i % 2) as u16));
+        let info = weft_wire::frame::FrameInfo::parse(&t.frame).expect("parses");
+        let ip = info.ip.expect("ipv4");
+        assert_eq!(ip.dst, leaf0.leaf_addresses[1], "to the address routed to leaf 1");
+        assert_eq!(ip.dst, FAR);
+        let at = ip.l4_offset as usize;
+        let h = Header::new_checked(&t.frame[at..]).expect("shim");
+        assert_eq!(h.next_protocol(), shim::PROBE_PROTOCOL);
+        // The source leaf's own egress measurement: the first packet on
+        // the port in this DRE period has utilisation i/2 + 1.
+        assert_eq!(h.get(Metric::LinkUtilization), Some(i as u32 / 2 + 1));
+        assert_eq!(h.get(Metric::QueueOccupancy), Some(0));
+        let p = shim::Probe::parse(&t.frame[at + shim::SHIM_LEN..]).expect("probe body");
+        assert_eq!((p.origin_leaf, p.uplink), (0, t.port.0));
+    }
+    // The flow field differs between the probes of one tick and between
+    // ticks, so transit hashes spread them.
+    let flows: std::collections::BTreeSet<u16> =
+        out.iter().map(|t| shim::Probe::parse(&t.frame[34 + shim::SHIM_LEN..]).expect("probe").flow).collect();
+    assert_eq!(flows.len(), 6);
+}
+
+#[test]
+fn a_probe_refreshes_a_path_no_data_takes_and_ends_at_the_sink() {
+    // leaf1 (ports: spine 0, spine 1, host) hears of the path to leaf 0
+    // through port 1 only from data, with a congested value: that port is
+    // best because it is the only one known. A probe through the idle
+    // port 0 then makes port 0 best.
+    let f = leaf_pair(1, 2, BitRate::gbps(10));
+    let mut s = switch(&f, 1);
+    let mut out: Vec<Transmit> = Vec::new();
+    let mut data = from_h0(&f, 9);
+    shim::insert(&mut data, 14).expect("insert");
+    Header::new_checked(&mut data[34..]).expect("shim").merge_max(Metric::LinkUtilization, 90);
+    let e = Entering::port(&f, 1, 1, H0, FAR);
+    data[..6].copy_from_slice(&e.dst_mac.0);
+    data[6..12].copy_from_slice(&e.src_mac.0);
+    s.handle_frame(1_000, PortId(1), data, &mut out);
+    drain(&mut s, 100_000, &mut out);
+    assert_eq!(s.register_value("int_best_port", 0).map(|w| w & 0xffff), Some(2), "port 1 (+1)");
+    out.clear();
+    let leaf0 = f.nodes[0].as_switch().expect("switch");
+    let mut probe = shim::probe_frame(
+        weft_wire::ipv4::Ipv4Address::new(10, 0, 0, 1),
+        leaf0.leaf_addresses[1],
+        &shim::Probe { flow: 5, origin_leaf: 0, uplink: 2, seq: 0 },
+    );
+    Header::new_checked(&mut probe[34..]).expect("shim").merge_max(Metric::LinkUtilization, 3);
+    let e = Entering::port(&f, 1, 0, H0, FAR);
+    probe[..6].copy_from_slice(&e.dst_mac.0);
+    probe[6..12].copy_from_slice(&e.src_mac.0);
+    s.handle_frame(200_000, PortId(0), probe, &mut out);
+    drain(&mut s, 300_000, &mut out);
+    assert!(out.is_empty(), "the probe never reaches the host: {out:?}");
+    assert_eq!(counter(&s, "int_probes_received"), 1, "{:?} {:?}", s.counters(), s.scheme_counters());
+    assert_eq!(s.counters().consumed_by_program, 1);
+    assert_eq!(s.counters().drop_program, 0);
+    assert_eq!(s.register_value("int_bottleneck_link_utilization", 0), Some(3));
+    assert_eq!(s.register_value("int_best_port", 0).map(|w| w & 0xffff), Some(1), "port 0 (+1) now");
+    // The collector holds both paths; port 0 is the best.
+    let t = s.path_telemetry(300_000);
+    let got: Vec<(u16, u16, u32, u64, bool)> = t.iter().map(|p| (p.source_leaf, p.port, p.utilization, p.reports, p.best)).collect();
+    assert_eq!(got, vec![(0, 0, 3, 1, true), (0, 1, 90, 1, false)]);
+}
+
+#[test]
+fn a_host_cannot_send_telemetry() {
+    let f = leaf_pair(1, 2, BitRate::gbps(10));
+    let mut s = switch(&f, 0);
+    let mut out: Vec<Transmit> = Vec::new();
+    let mut forged = from_h0(&f, 7);
+    shim::insert(&mut forged, 14).expect("insert");
+    s.handle_frame(1_000, PortId(0), forged, &mut out);
+    drain(&mut s, 100_000, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(counter(&s, "int_host_shim_drops"), 1);
+    assert_eq!(s.counters().drop_program, 1);
 }

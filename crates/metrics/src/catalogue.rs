@@ -57,6 +57,7 @@ const QUEUE_CAUSE: &[&str] = &["switch", "port", "link", "queue", "cause"];
 const SWITCH: &[&str] = &["switch", "scheme"];
 const SWITCH_CAUSE: &[&str] = &["switch", "scheme", "cause"];
 const SWITCH_RESOURCE: &[&str] = &["switch", "scheme", "resource"];
+const INT_PATH: &[&str] = &["switch", "source_leaf", "port", "link"];
 const HOST: &[&str] = &["host"];
 const LINK: &[&str] = &["link", "direction"];
 const ACTOR: &[&str] = &["actor"];
@@ -99,6 +100,12 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_switch_buffer_size_bytes", G, SWITCH, "bytes", "Shared buffer size."),
     m("weft_switch_resource_used", G, SWITCH_RESOURCE, "units of the resource", "Tofino resources the loaded program (with the L3 tables) uses: stages, stateful ALUs, SRAM/TCAM blocks, hash units, PHV bits."),
     m("weft_switch_resource_available", G, SWITCH_RESOURCE, "units of the resource", "The target's budget of the resource."),
+    m("weft_int_path_hop_latency_seconds", G, INT_PATH, "seconds", "INT collector (int-nexthop sinks): largest hop latency along the path from source_leaf arriving on port, as last reported."),
+    m("weft_int_path_queue_bytes", G, INT_PATH, "bytes", "INT collector: largest queue occupancy along the path, as last reported."),
+    m("weft_int_path_utilization", G, INT_PATH, "DRE value", "INT collector: largest link utilisation (DRE) along the path, as last reported."),
+    m("weft_int_path_congestion", G, INT_PATH, "0..3", "INT collector: the path's degree of congestion (sum of the min-max-normalised metrics)."),
+    m("weft_int_path_best", G, INT_PATH, "boolean", "1 if the port is the sink's best port towards source_leaf (what new flowlets take there)."),
+    m("weft_int_path_reports_total", C, INT_PATH, "reports", "Telemetry reports (data packets and probes) the sink has had of the path."),
     m("weft_host_flows_started_total", C, HOST, "flows", "Flows whose first packet the host sent."),
     m("weft_host_flows_completed_total", C, HOST, "flows", "Sized flows fully acknowledged at the sender."),
     m("weft_host_fct_seconds", H, HOST, "seconds", "Flow completion time seen by the sender: first packet sent → last byte acknowledged (1 µs … 1 s)."),

@@ -304,6 +304,26 @@ impl NodeMetrics {
             let ps = p.0.to_string();
             out.gauge(&format!("weft_scheme_{n}"), &[("switch", name), ("scheme", scheme), ("port", ps.as_str())], v);
         }
+        let paths = s.path_telemetry(now);
+        if !paths.is_empty() {
+            let leaf_name = |i: u16| {
+                fabric
+                    .nodes
+                    .iter()
+                    .find(|n| n.as_switch().is_some_and(|x| x.leaf_index == Some(i)))
+                    .map_or_else(|| i.to_string(), |n| n.name.clone())
+            };
+            for t in paths {
+                let (src, ps) = (leaf_name(t.source_leaf), t.port.to_string());
+                let l = [("switch", name), ("source_leaf", src.as_str()), ("port", ps.as_str()), ("link", link_of(t.port as usize))];
+                out.gauge("weft_int_path_hop_latency_seconds", &l, t.hop_latency_ns as f64 * 1e-9);
+                out.gauge("weft_int_path_queue_bytes", &l, t.queue_bytes as f64);
+                out.gauge("weft_int_path_utilization", &l, t.utilization as f64);
+                out.gauge("weft_int_path_congestion", &l, t.congestion);
+                out.gauge("weft_int_path_best", &l, if t.best { 1.0 } else { 0.0 });
+                out.counter("weft_int_path_reports_total", &l, t.reports);
+            }
+        }
         for (n, dist) in s.scheme_distributions() {
             let Some((_, _, _, bounds)) = scheme_distributions().find(|(d, ..)| *d == n) else { continue };
             let mut h = Hist::new(bounds);

@@ -39,17 +39,33 @@
 //!   its port. Without telemetry for the destination, and at aggregation
 //!   and core switches ("basic routing", §IV), the 5-tuple hash (ECMP).
 //!
-//! Status (issue 15): still to come: probes from the packet generator for
-//! paths without data (§III assumption 2), the INT collector's per-path
-//! series (`weft_int_*`), and the parameter scaling of DESIGN §6.2 (the
-//! defaults are the paper's, for its 8–25 Mbit/s links).
+//! - **Probes** (§III assumption 2, "each link has at least one packet to
+//!   forward"; §IV: the program parses a "probe packet protocol"). Every
+//!   `probe_interval_us` a leaf's packet generator sends one probe
+//!   (`weft_wire::int::probe_frame`) out of every up uplink, in the queue
+//!   of DSCP 0 traffic, to the next other leaf in turn; transit switches
+//!   merge into its shim as into a data packet's and hash it on a field
+//!   that changes per probe, so probes cover the equal-cost paths beyond
+//!   the first hop too; the destination leaf updates its registers from it
+//!   as from a data packet and consumes it in egress.
+//! - **INT collector** (§III, Fig. 2). The sink "sends network information
+//!   to INTCollector": weft's collector is the program's report memory
+//!   beside the pipeline, one entry per (source leaf, port) with the last
+//!   report, read at scrape time ([`Program::path_telemetry`]: the
+//!   `weft_int_path_*` series and `summary.json`).
+//! - Hosts cannot forge telemetry: an IPv4 packet with the shim's protocol
+//!   from a host-facing port is dropped and counted (`int_host_shim_drops`).
+//!
+//! Not done: the parameter scaling of DESIGN §6.2 (the defaults are the
+//! paper's, for its 8–25 Mbit/s links; set them for faster fabrics).
 
 use super::flowlet::FlowletTable;
 use super::{ecmp, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
-use weft_tofino::program::{Declarations, PacketSource, SwitchView};
+use weft_tofino::program::{Declarations, EmitTarget, PacketGenerator, PacketSource, PathTelemetry, ScrapeView, SwitchView};
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
-use weft_wire::ids::PortId;
-use weft_wire::int::{self as shim, Header, Metric};
+use weft_wire::ids::{PortId, QueueId};
+use weft_wire::int::{self as shim, Header, Metric, Probe};
+use weft_wire::ipv4::Ipv4Address;
 use weft_wire::time::Nanos;
 
 /// Catalog entry.
@@ -85,6 +101,12 @@ pub fn info() -> SchemeInfo {
             },
             ParamInfo { name: "util_range", default: "0,100", unit: "min,max", doc: "DRE utilisation range of the normalisation" },
             ParamInfo { name: "flowlet_entries", default: "4096", unit: "entries", doc: "flowlet table size" },
+            ParamInfo {
+                name: "probe_interval_us",
+                default: "10000",
+                unit: "µs",
+                doc: "each leaf sends a probe out of every uplink this often (§III assumption 2); 0 = no probes",
+            },
         ],
     }
 }
@@ -95,6 +117,8 @@ const MAX_LEAVES: u32 = 256;
 const MAX_PORTS: u32 = 64;
 /// Fixed-point scale of a degree of congestion in a register.
 const DEGREE_SCALE: f64 = 1_000_000.0;
+/// Generator id of the probe timer.
+const PROBE_GENERATOR: u8 = 1;
 
 /// A `min,max` parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -180,6 +204,29 @@ struct Regs {
     best: RegisterId,
     /// The same, published to ingress.
     best_to_ingress: RegisterId,
+    /// The next probe's number (ingress; with probes).
+    probe_next: Option<RegisterId>,
+}
+
+/// The collector's last report of one path.
+#[derive(Debug, Clone, Copy, Default)]
+struct Report {
+    values: [u32; 3],
+    degree: f64,
+    reports: u64,
+}
+
+/// Where a leaf sends probes.
+#[derive(Debug, Clone, Default)]
+struct ProbePlan {
+    /// The leaf's own address (the probes' source).
+    address: Ipv4Address,
+    /// Its index among the leaves.
+    leaf: u16,
+    /// Per leaf: an address routed to it (none for this leaf).
+    to_leaf: Vec<Option<Ipv4Address>>,
+    /// The leaf's ports towards other switches.
+    uplinks: Vec<PortId>,
 }
 
 /// The INT best-nexthop program.
@@ -188,11 +235,15 @@ pub struct IntNexthop {
     dre_period: Nanos,
     ranges: [MetricRange; 3],
     flowlet_timeout: Nanos,
+    probe_interval: Nanos,
     entries: u32,
     leaf: bool,
     host_facing: Vec<bool>,
+    plan: ProbePlan,
     regs: Option<Regs>,
     flowlets: Option<FlowletTable>,
+    /// The INT collector: per (source leaf, port) the last report.
+    collector: Vec<Option<Report>>,
     c: Counters,
 }
 
@@ -203,6 +254,9 @@ struct Counters {
     best_changes: u64,
     new_flowlets: u64,
     best_choices: u64,
+    probes_sent: u64,
+    probes_received: u64,
+    host_shim_drops: u64,
 }
 
 impl IntNexthop {
@@ -220,11 +274,14 @@ impl IntNexthop {
                 range("queue_range_bytes", Bounds(0.0, 150_000.0), 1.0)?,
                 range("util_range", Bounds(0.0, 100.0), 1.0)?,
             ],
+            probe_interval: param_us("int-nexthop", p, "probe_interval_us", 10_000.0, false)?,
             entries: param_in("int-nexthop", p, "flowlet_entries", "entries (1..=65536)", 4096u32, |v| (1..=65536).contains(v))?,
             leaf: false,
             host_facing: Vec::new(),
+            plan: ProbePlan::default(),
             regs: None,
             flowlets: None,
+            collector: Vec::new(),
             c: Counters::default(),
         })
     }
@@ -244,6 +301,51 @@ impl IntNexthop {
         };
         let port = |o: usize| cx.frame.get(ports_at + o..ports_at + o + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
         ecmp::flow_hash(cx.hash_seed, (ip.src.0, ip.dst.0, proto, port(0), port(2)), true)
+    }
+
+    /// The generator fired: one probe out of every up uplink to the next
+    /// other leaf in turn.
+    fn send_probes(&mut self, cx: &mut IngressCx<'_>, reg: RegisterId) -> Result<(), ProgramError> {
+        let others = self.plan.to_leaf.len().saturating_sub(1) as u32;
+        if !self.leaf || others == 0 {
+            return Ok(());
+        }
+        let k = cx.register(reg, 0, |c| ((c + 1) & 0xffff_ffff, c as u32))?;
+        let t = (k % others) as u16;
+        let dst_leaf = if t >= self.plan.leaf { t + 1 } else { t };
+        let Some(dst) = self.plan.to_leaf.get(dst_leaf as usize).copied().flatten() else { return Ok(()) };
+        for &p in &self.plan.uplinks {
+            if !cx.port_up.get(p.index()).copied().unwrap_or(false) {
+                continue;
+            }
+            let probe = Probe {
+                flow: (k as u16).wrapping_mul(40_503).wrapping_add(p.0.wrapping_mul(257)),
+                origin_leaf: self.plan.leaf,
+                uplink: p.0,
+                seq: self.c.probes_sent as u32,
+            };
+            cx.emit(EmitTarget::Port(p, QueueId(0)), shim::probe_frame(self.plan.address, dst, &probe));
+            self.c.probes_sent += 1;
+        }
+        Ok(())
+    }
+
+    /// A probe from `port` at a leaf: for this leaf, to a host port's
+    /// egress (the sink), which updates the registers and consumes it.
+    fn probe_arrived(&mut self, cx: &mut IngressCx<'_>, port: PortId, at: usize) {
+        let mine = self.leaf && cx.route_data == Some(self.plan.leaf as u32);
+        match cx.frame.get(at + shim::SHIM_LEN..).map(Probe::parse) {
+            Some(Ok(p)) if mine => {
+                cx.bridge(((p.origin_leaf as u32 + 1) << 16) | port.0 as u32);
+                cx.forward_to(cx.group.first().copied());
+            }
+            _ => cx.drop_packet(),
+        }
+    }
+
+    /// The collector's entry of (source leaf, port).
+    fn report_slot(&mut self, leaf: u32, port: u32) -> Option<&mut Option<Report>> {
+        self.collector.get_mut((leaf * MAX_PORTS + port % MAX_PORTS) as usize)
     }
 }
 
@@ -266,13 +368,25 @@ impl Program for IntNexthop {
             ],
             best: d.register("int_best_port", e, 4, MAX_LEAVES, 64),
             best_to_ingress: d.egress_to_ingress("int_best_port_to_ingress", 2, MAX_LEAVES, 64),
+            probe_next: (self.probe_interval > 0).then(|| d.register("int_probe_next", Gress::Ingress, 0, 1, 32)),
         });
+        if self.probe_interval > 0 {
+            d.packet_generator(PacketGenerator { id: PROBE_GENERATOR, period_ns: self.probe_interval, frame_len: 64 });
+        }
         d.metadata_bits(32 + 16 + 16);
     }
 
     fn attach(&mut self, view: &SwitchView) {
         self.leaf = view.leaf_index.is_some();
         self.host_facing = view.host_facing.clone();
+        let leaves = (view.leaves as u32).min(MAX_LEAVES) as usize;
+        let to_leaf = (0..leaves)
+            .map(|l| Some(l as u16).filter(|l| Some(*l) != view.leaf_index).and_then(|l| view.leaf_addresses.get(l as usize).copied()))
+            .collect();
+        self.plan = ProbePlan { address: view.address, leaf: view.leaf_index.unwrap_or(0), to_leaf, uplinks: view.fabric_ports() };
+        if self.leaf {
+            self.collector = vec![None; leaves * MAX_PORTS as usize];
+        }
     }
 
     fn route_data(&self, route: &weft_tofino::l3::Route) -> Option<u32> {
@@ -286,10 +400,32 @@ impl Program for IntNexthop {
             PacketSource::Port(p) => Some(p),
             _ => None,
         };
+        if let PacketSource::Generator(PROBE_GENERATOR) = cx.source {
+            if let Some(reg) = regs.probe_next {
+                self.send_probes(cx, reg)?;
+            }
+            cx.consume();
+            return Ok(());
+        }
         let Some(ip) = cx.info.ip else {
             cx.forward_to(cx.group.first().copied());
             return Ok(());
         };
+        if ip.protocol == shim::PROTOCOL {
+            if let Some(p) = in_port {
+                if self.faces_host(p) {
+                    // A host cannot speak for the switches' telemetry.
+                    self.c.host_shim_drops += 1;
+                    cx.drop_packet();
+                    return Ok(());
+                }
+                let at = ip.l4_offset as usize;
+                if cx.frame.get(at).copied() == Some(shim::PROBE_PROTOCOL) && self.leaf {
+                    self.probe_arrived(cx, p, at);
+                    return Ok(());
+                }
+            }
+        }
         let hash = Self::flow_hash(cx);
         // Telemetry for egress: the source's leaf and the port it came in on.
         if let (Some(p), true) = (in_port, ip.protocol == shim::PROTOCOL) {
@@ -352,7 +488,12 @@ impl Program for IntNexthop {
         // registers of the path to the source's leaf through the port the
         // packet came in on.
         let Ok(t) = shim::strip(cx.frame, l3) else { return Ok(()) };
-        self.c.stripped += 1;
+        if t.next_protocol == shim::PROBE_PROTOCOL {
+            self.c.probes_received += 1;
+            cx.consume = true;
+        } else {
+            self.c.stripped += 1;
+        }
         let (src_leaf, in_port) = (cx.bridged >> 16, cx.bridged & 0xffff);
         if src_leaf == 0 {
             return Ok(());
@@ -363,7 +504,12 @@ impl Program for IntNexthop {
         for (reg, v) in regs.bottleneck.iter().zip(values) {
             cx.register(*reg, index, |_| (v as u64, ()))?;
         }
-        let degree = (degree_of_congestion(values, &self.ranges) * DEGREE_SCALE) as u64;
+        let congestion = degree_of_congestion(values, &self.ranges);
+        if let Some(slot) = self.report_slot(leaf, in_port) {
+            let reports = slot.map_or(0, |r| r.reports) + 1;
+            *slot = Some(Report { values, degree: congestion, reports });
+        }
+        let degree = (congestion * DEGREE_SCALE) as u64;
         let port = in_port as u64 + 1;
         let (word, changed) = cx.register(regs.best, leaf, |old| {
             let (old_degree, old_port) = (old >> 16, old & 0xffff);
@@ -386,7 +532,31 @@ impl Program for IntNexthop {
             ("int_best_changes", self.c.best_changes),
             ("int_new_flowlets", self.c.new_flowlets),
             ("int_best_choices", self.c.best_choices),
+            ("int_probes_sent", self.c.probes_sent),
+            ("int_probes_received", self.c.probes_received),
+            ("int_host_shim_drops", self.c.host_shim_drops),
         ]
+    }
+
+    fn path_telemetry(&self, view: &ScrapeView<'_>) -> Vec<PathTelemetry> {
+        let Some(regs) = self.regs else { return Vec::new() };
+        let mut out = Vec::new();
+        for (i, r) in self.collector.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let (leaf, port) = (i as u32 / MAX_PORTS, i as u32 % MAX_PORTS);
+            let best = view.registers.cpu_read(regs.best, leaf).unwrap_or(0) & 0xffff;
+            out.push(PathTelemetry {
+                source_leaf: leaf as u16,
+                port: port as u16,
+                hop_latency_ns: r.values[0],
+                queue_bytes: r.values[1],
+                utilization: r.values[2],
+                congestion: r.degree,
+                reports: r.reports,
+                best: best == port as u64 + 1,
+            });
+        }
+        out
     }
 }
 
@@ -401,6 +571,12 @@ pub const SCHEME: crate::Scheme = crate::Scheme {
             ("int_best_changes", "Times a leaf's best port towards a source leaf changed."),
             ("int_new_flowlets", "Flowlets started at a leaf (gap over the flowlet timeout)."),
             ("int_best_choices", "New flowlets that took the best port (the others: no telemetry yet, ECMP)."),
+            ("int_probes_sent", "Probes a leaf's packet generator sent out of its uplinks (§III assumption 2)."),
+            ("int_probes_received", "Probes a leaf took as their sink (registers updated, probe consumed)."),
+            (
+                "int_host_shim_drops",
+                "Packets from hosts that already carried the INT shim's protocol (dropped: hosts cannot forge telemetry).",
+            ),
         ],
         gauges: &[],
         port_gauges: &[],

@@ -201,11 +201,12 @@ pub fn switch_result(fabric: &FabricSpec, i: usize, s: &weft_core::switch::Switc
         scheme_distributions: s.scheme_distributions().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         max_buffer_bytes: s.traffic_manager().max_used_bytes(),
         ports,
+        int_paths: s.path_telemetry(0),
     }
 }
 
 /// A switch's results.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct SwitchResult {
     /// Name.
     pub name: String,
@@ -222,6 +223,10 @@ pub struct SwitchResult {
     pub max_buffer_bytes: u64,
     /// Ports.
     pub ports: Vec<PortResult>,
+    /// What the switch holds as an INT sink at the end (int-nexthop: per
+    /// source leaf and port, the path's last reported bottleneck values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub int_paths: Vec<weft_tofino::program::PathTelemetry>,
 }
 
 /// A host's results.

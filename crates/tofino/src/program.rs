@@ -484,6 +484,9 @@ pub struct EgressCx<'a> {
     pub depths: &'a dyn QueueDepths,
     /// Drop the packet instead of sending it.
     pub drop: bool,
+    /// The program took the packet (e.g. a telemetry probe at its sink):
+    /// not sent and not counted as a drop.
+    pub consume: bool,
     /// Queue pause/resume messages.
     pub flow_control: Vec<QueueFlowControl>,
     /// The register file as this pass sees it.
@@ -624,6 +627,8 @@ pub struct SwitchView {
     pub tier_position: Option<u16>,
     /// The largest number of hosts on one leaf of the fabric.
     pub hosts_per_leaf: u16,
+    /// Per leaf index: an address routed to that leaf (its first host's).
+    pub leaf_addresses: Vec<Ipv4Address>,
 }
 
 impl SwitchView {
@@ -717,6 +722,35 @@ pub trait Program: Send {
     fn gauges(&self, _view: &ScrapeView<'_>) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// The in-band telemetry this switch holds as an INT sink, one entry
+    /// per (source leaf, port) path it has heard of: what an INT collector
+    /// reads (`weft_int_*` series, `summary.json`). Read at scrape time.
+    fn path_telemetry(&self, _view: &ScrapeView<'_>) -> Vec<PathTelemetry> {
+        Vec::new()
+    }
+}
+
+/// One path's telemetry at an INT sink (see [`Program::path_telemetry`]):
+/// the bottleneck values last carried by a packet from `source_leaf` that
+/// arrived on `port`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PathTelemetry {
+    /// Leaf index of the packets' source.
+    pub source_leaf: u16,
+    /// Port of this switch they arrived on (the path's last hop).
+    pub port: u16,
+    /// Largest hop latency along the path, ns.
+    pub hop_latency_ns: u32,
+    /// Largest queue occupancy along the path, bytes.
+    pub queue_bytes: u32,
+    /// Largest link utilisation (DRE value) along the path.
+    pub utilization: u32,
+    /// The program's degree of congestion of the path.
+    pub congestion: f64,
+    /// Reports (packets and probes) the sink has had of the path.
+    pub reports: u64,
+    /// The port is the best one towards the source leaf.
+    pub best: bool,
 }
 
 /// What a program's gauges see at scrape time: the control plane's

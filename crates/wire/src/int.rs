@@ -24,11 +24,29 @@
 //! 12  link util.     u32  the DRE value (packets, decayed)
 //! ```
 //!
+//! **Probes** (§III assumption 2: "each link has at least one packet to
+//! forward"; §IV: the program "parses … probe packet protocol"). A leaf's
+//! packet generator sends them where data may not flow: IPv4 from the
+//! leaf's address to an address behind the destination leaf, with the
+//! shim (next protocol [`PROBE_PROTOCOL`]) and a [`PROBE_LEN`]-byte body,
+//! big endian:
+//!
+//! ```text
+//!  0  flow         u16  varies per probe; sits where a UDP source port
+//!                       would, so transit switches' 5-tuple hashes spread
+//!                       probes over their equal-cost ports
+//!  2  reserved     u16  0 (where the destination port would be)
+//!  4  origin leaf  u16  the sending leaf's index
+//!  6  uplink       u16  the sending leaf's port the probe left on
+//!  8  sequence     u32  the sender's probe count
+//! ```
+//!
 //! Invariants: [`insert`] then [`strip`] gives back the frame byte for byte
 //! (IPv4 total length and header checksum restored); a value only grows
-//! along the path ([`Header::merge_max`]).
+//! along the path ([`Header::merge_max`]); a [`probe_frame`] is a valid
+//! IPv4 frame of at least 60 bytes whose shim is empty.
 
-use super::{be32, ipv4, put32, Error, Result};
+use super::{be16, be32, ethernet, ipv4, put16, put32, Error, Result};
 use bytes::{Buf, BytesMut};
 
 /// IPv4 protocol number of a packet carrying the INT shim (RFC 3692:
@@ -36,6 +54,11 @@ use bytes::{Buf, BytesMut};
 pub const PROTOCOL: u8 = 253;
 /// Shim length in bytes.
 pub const SHIM_LEN: usize = 16;
+/// IPv4 protocol under the shim of a probe (RFC 3692's other experimental
+/// value).
+pub const PROBE_PROTOCOL: u8 = 254;
+/// Length of a probe's body.
+pub const PROBE_LEN: usize = 12;
 
 /// One of the three INT headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +215,60 @@ pub fn strip(frame: &mut BytesMut, l3: usize) -> Result<Repr> {
     Ok(repr)
 }
 
+/// The body of a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Probe {
+    /// Varies per probe (hashed as the L4 source port).
+    pub flow: u16,
+    /// Index of the leaf that sent it.
+    pub origin_leaf: u16,
+    /// The sending leaf's port it left on.
+    pub uplink: u16,
+    /// The sender's probe count.
+    pub seq: u32,
+}
+
+impl Probe {
+    /// Parses a probe body (the bytes after the shim).
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        if b.len() < PROBE_LEN {
+            return Err(Error::Truncated("int probe"));
+        }
+        Ok(Probe { flow: be16(b, 0), origin_leaf: be16(b, 4), uplink: be16(b, 6), seq: be32(b, 8) })
+    }
+    /// Writes the body into `b` (at least [`PROBE_LEN`] bytes).
+    pub fn emit(&self, b: &mut [u8]) {
+        b[..PROBE_LEN].fill(0);
+        put16(b, 0, self.flow);
+        put16(b, 4, self.origin_leaf);
+        put16(b, 6, self.uplink);
+        put32(b, 8, self.seq);
+    }
+}
+
+/// A whole probe frame from `src` to `dst` with an empty shim (MACs zero:
+/// the switch writes them for the port it leaves on).
+pub fn probe_frame(src: ipv4::Ipv4Address, dst: ipv4::Ipv4Address, probe: &Probe) -> BytesMut {
+    let l3 = ethernet::HEADER_LEN;
+    let mut f = BytesMut::zeroed(l3 + ipv4::HEADER_LEN + SHIM_LEN + PROBE_LEN);
+    put16(&mut f, 12, ethernet::EtherType::Ipv4.into());
+    ipv4::Repr {
+        src,
+        dst,
+        protocol: ipv4::Protocol::from(PROTOCOL),
+        dscp: 0,
+        ecn: ipv4::Ecn::NotEct,
+        ident: probe.seq as u16,
+        ttl: 64,
+        payload_len: SHIM_LEN + PROBE_LEN,
+    }
+    .emit(&mut f[l3..]);
+    let at = l3 + ipv4::HEADER_LEN;
+    Repr { next_protocol: PROBE_PROTOCOL, ..Repr::default() }.emit(&mut f[at..]);
+    probe.emit(&mut f[at + SHIM_LEN..]);
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +310,21 @@ mod tests {
         Header::new_checked(&mut g[34..]).unwrap().merge_max(Metric::QueueOccupancy, 0);
         let r = strip(&mut g, 14).unwrap();
         assert_eq!((r.hop_latency, r.queue_occupancy), (None, Some(0)));
+    }
+
+    #[test]
+    fn a_probe_frame_is_ipv4_with_an_empty_shim_and_its_body() {
+        let p = Probe { flow: 0xabcd, origin_leaf: 3, uplink: 9, seq: 77 };
+        let (src, dst) = (ipv4::Ipv4Address(0x0a00_0001), ipv4::Ipv4Address(0x0a01_0002));
+        let f = probe_frame(src, dst, &p);
+        assert!(f.len() >= 60, "an Ethernet frame's minimum");
+        let info = crate::frame::FrameInfo::parse(&f).expect("parses");
+        let ip = info.ip.expect("ipv4");
+        assert_eq!((ip.src, ip.dst, ip.protocol), (src, dst, PROTOCOL));
+        let h = Header::new_checked(&f[ip.l4_offset as usize..]).expect("shim");
+        assert_eq!(Repr::parse(&h), Repr { next_protocol: PROBE_PROTOCOL, ..Repr::default() });
+        assert_eq!(Probe::parse(&f[ip.l4_offset as usize + SHIM_LEN..]), Ok(p));
+        assert_eq!(Probe::parse(&[0; 5]), Err(Error::Truncated("int probe")));
     }
 
     #[test]

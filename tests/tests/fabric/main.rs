@@ -6,6 +6,7 @@ mod determinism;
 mod digests;
 mod failures;
 mod incast;
+mod int_nexthop;
 mod lbsp;
 mod roce;
 mod schemes;

@@ -403,6 +403,7 @@ impl Switch {
             routes: routes_spec.clone(),
             tier_position: sw.and_then(|s| s.tier_position),
             hosts_per_leaf: sw.map_or(0, |s| s.hosts_per_leaf),
+            leaf_addresses: sw.map_or_else(Vec::new, |s| s.leaf_addresses.clone()),
         };
         program.attach(&view);
         program.check_fabric(&view).map_err(|why| SwitchError::Unsupported { switch: node.name.clone(), scheme: program.name(), why })?;
@@ -507,6 +508,10 @@ impl Switch {
     /// The program's live per-switch gauges at `now`.
     pub fn scheme_gauges(&self, now: Nanos) -> Vec<(&'static str, f64)> {
         self.program.gauges(&self.scrape_view(now))
+    }
+    /// The in-band telemetry the program holds as an INT sink at `now`.
+    pub fn path_telemetry(&self, now: Nanos) -> Vec<weft_tofino::program::PathTelemetry> {
+        self.program.path_telemetry(&self.scrape_view(now))
     }
     fn scrape_view(&self, now: Nanos) -> ScrapeView<'_> {
         ScrapeView { now, registers: &self.regs, tables: &self.tables, port_rates: &self.port_rates }
@@ -1133,6 +1138,7 @@ impl Switch {
             deq_depth: d.deq_depth,
             depths: &self.tm,
             drop: false,
+            consume: false,
             flow_control: Vec::new(),
             registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Egress)),
             tables: &self.tables,
@@ -1140,7 +1146,7 @@ impl Switch {
             mirror: None,
         };
         let r = self.program.egress(&mut cx);
-        let (dropped, fcs) = (cx.drop, std::mem::take(&mut cx.flow_control));
+        let (dropped, consumed, fcs) = (cx.drop, cx.consume, std::mem::take(&mut cx.flow_control));
         let (emit, mirror) = (std::mem::take(&mut cx.emit), cx.mirror.take());
         for fc in fcs {
             if fc.pause {
@@ -1156,8 +1162,12 @@ impl Switch {
         if let Some(m) = mirror {
             self.mirror(now, &d.pkt.frame, m, out);
         }
-        if dropped {
-            self.counters.drop_program += 1;
+        if dropped || consumed {
+            if dropped {
+                self.counters.drop_program += 1;
+            } else {
+                self.counters.consumed_by_program += 1;
+            }
             self.emit_frames(now, emit, d.pkt.ingress_port, out);
             return false;
         }
