@@ -536,11 +536,21 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     }
     let hosts = fabric.hosts();
     let mut dscp_of: Vec<u8> = Vec::new();
+    let mut gap_of: Vec<Option<Nanos>> = Vec::new();
+    let mut sport_of: Vec<Option<u16>> = Vec::new();
     let mut time_origin = 0;
     let plan: Vec<(usize, usize, Option<u64>, Nanos)> = match (&opts.workload, &opts.flow_list) {
         (_, Some((name, text))) => {
             let list = parse_flow_list(name, text, hosts.len())?;
             dscp_of = list.iter().map(|f| f.priority << 3).collect();
+            gap_of = list.iter().map(|f| f.mean_gap).collect();
+            sport_of = list.iter().map(|f| f.src_port).collect();
+            if opts.transport != Transport::Udp && gap_of.iter().any(|g| g.is_some()) {
+                return Err(RunError::Transport(format!(
+                    "{name}: a mean gap (sixth column) paces UDP flows only; this run's transport is {}",
+                    format!("{:?}", opts.transport).to_lowercase()
+                )));
+            }
             time_origin = trace_origin(list.iter().map(|f| f.flow.start));
             list.into_iter().map(|f| (f.flow.src, f.flow.dst, Some(f.flow.size), f.flow.start - time_origin)).collect()
         }
@@ -606,13 +616,16 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
         let flow = UdpFlow {
             id: FlowId(i as u32),
             dst: dst_ip,
-            src_port: 49152 + (i % 16384) as u16,
+            src_port: sport_of.get(i).copied().flatten().unwrap_or(49152 + (i % 16384) as u16),
             dst_port: 5000,
             dscp: dscp_of.get(i).copied().unwrap_or(opts.dscp),
             ecn_capable: opts.ecn_capable,
             payload_len: opts.payload.unwrap_or(mtu.saturating_sub(28)),
             start,
             mode: match (size, opts.rate) {
+                (Some(bytes), _) if gap_of.get(i).copied().flatten().is_some() => {
+                    UdpMode::Poisson { bytes, mean_gap: gap_of[i].unwrap_or(1) }
+                }
                 (Some(size), _) => UdpMode::Bytes(size),
                 (None, Some(rate)) => UdpMode::Rate { rate, until: start + opts.duration },
                 (None, None) => UdpMode::Bytes(opts.flow_size),

@@ -58,6 +58,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("fat-tree-k16-lbsp", include_str!("../../topologies/fat-tree-k16-lbsp.toml")),
     ("fat-tree-k16-lbsp-4to1", include_str!("../../topologies/fat-tree-k16-lbsp-4to1.toml")),
     ("fat-tree-k16-lbsp-8to1", include_str!("../../topologies/fat-tree-k16-lbsp-8to1.toml")),
+    ("leaf-spine-int", include_str!("../../topologies/leaf-spine-int.toml")),
+    ("leaf-spine-int-tap", include_str!("../../topologies/leaf-spine-int-tap.toml")),
+    ("fat-tree-int", include_str!("../../topologies/fat-tree-int.toml")),
+    ("fat-tree-int-tap", include_str!("../../topologies/fat-tree-int-tap.toml")),
     ("explicit-example", include_str!("../../topologies/explicit-example.toml")),
 ];
 
@@ -127,7 +131,7 @@ struct RawSwitchSettings {
     target: Option<Spanned<String>>,
     scheme: Option<Spanned<String>>,
     #[serde(default)]
-    params: BTreeMap<String, toml::Value>,
+    params: BTreeMap<String, Spanned<toml::Value>>,
     buffer: Option<Spanned<String>>,
     pfc: Option<bool>,
     ecn: Option<Spanned<RawEcn>>,
@@ -219,6 +223,7 @@ struct SwitchSettings {
     target: String,
     scheme: String,
     params: Params,
+    scheme_params: BTreeMap<String, Params>,
     buffer: Option<u64>,
     pfc: bool,
     ecn: Option<RedConfig>,
@@ -233,6 +238,7 @@ impl SwitchSettings {
             target: "tofino2".into(),
             scheme: "ecmp".into(),
             params: Params::new(),
+            scheme_params: BTreeMap::new(),
             buffer: None,
             pfc: false,
             ecn: None,
@@ -255,12 +261,30 @@ impl SwitchSettings {
             }
             self.scheme = s.get_ref().clone();
         }
-        for (k, v) in &raw.params {
-            let text = match v {
-                toml::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            self.params.insert(k.clone(), text);
+        let text = |v: &toml::Value| match v {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        for (k, sv) in &raw.params {
+            match sv.get_ref() {
+                // `[switches.params.SCHEME]`: only while running SCHEME.
+                toml::Value::Table(t) => {
+                    if !emu_node::schemes::catalog().iter().any(|c| c.name == k) {
+                        let known: Vec<_> = emu_node::schemes::catalog().iter().map(|c| c.name).collect();
+                        return cx.err(
+                            cx.at(sv),
+                            format!("params.{k}: a table of parameters is named after a scheme (known: {})", known.join(", ")),
+                        );
+                    }
+                    let p = self.scheme_params.entry(k.clone()).or_default();
+                    for (pk, pv) in t {
+                        p.insert(pk.clone(), text(pv));
+                    }
+                }
+                v => {
+                    self.params.insert(k.clone(), text(v));
+                }
+            }
         }
         if let Some(b) = &raw.buffer {
             self.buffer = Some(cx.size(b)?);
@@ -301,6 +325,7 @@ impl SwitchSettings {
             target: self.target.clone(),
             scheme: self.scheme.clone(),
             params: self.params.clone(),
+            scheme_params: self.scheme_params.clone(),
             buffer_bytes: self.buffer,
             queues_per_port: self.queues,
             queue_limit_packets: self.queue_limit,
@@ -468,6 +493,7 @@ impl Topology {
                 target: spec.target.clone(),
                 scheme: spec.scheme.clone(),
                 params: spec.params.clone(),
+                scheme_params: spec.scheme_params.clone(),
                 buffer: spec.buffer_bytes,
                 pfc: spec.pfc,
                 ecn: spec.ecn,

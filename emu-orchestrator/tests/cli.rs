@@ -142,7 +142,7 @@ fn an_ns3_flow_list_is_replayed_flow_by_flow() {
         ("2\n0 99 3 100 0.1\n1 2 3 100 0.1\n", ":2: host index 99 is out of range"),
         ("2\n0 1 3 -100 0.1\n1 2 3 100 0.1\n", ":2: size `-100` is not a whole number"),
         ("2\n0 1 3 100 0.1\n1 2 three 100 0.1\n", ":3: priority `three` is not a whole number"),
-        ("2\n0 1 3 100 0.1\n1 2 3\n", ":3: expected `src dst priority size start_seconds`"),
+        ("2\n0 1 3 100 0.1\n1 2 3\n", ":3: expected `src dst priority size start_seconds"),
     ] {
         std::fs::write(&list, text).unwrap();
         assert_one_line_error(&weft(&["run", "--flows-file", list.to_str().unwrap(), "--out", bad.to_str().unwrap()]), error, &bad);

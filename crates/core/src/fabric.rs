@@ -63,6 +63,10 @@ pub struct SwitchSpec {
     pub scheme: String,
     /// Scheme parameter overrides.
     pub params: Params,
+    /// Parameters that apply only while the switch runs the named scheme
+    /// (a topology's `[switches.params.SCHEME]`), under [`SwitchSpec::params`].
+    #[serde(default)]
+    pub scheme_params: BTreeMap<String, Params>,
     /// Shared buffer (bytes); `None` = the target's.
     pub buffer_bytes: Option<u64>,
     /// Queues per port; `None` = the target's.
@@ -118,6 +122,13 @@ pub struct SwitchSpec {
 }
 
 impl SwitchSpec {
+    /// The parameters its scheme gets: those for that scheme, overridden by
+    /// the plain ones.
+    pub fn effective_params(&self) -> Params {
+        let mut p = self.scheme_params.get(&self.scheme).cloned().unwrap_or_default();
+        p.extend(self.params.iter().map(|(k, v)| (k.clone(), v.clone())));
+        p
+    }
     /// A switch running `scheme` on `tofino2` with the target's buffer, no
     /// PFC, no ECN, and routes still to be computed.
     pub fn new(role: SwitchRole, scheme: &str) -> Self {
@@ -126,6 +137,7 @@ impl SwitchSpec {
             target: "tofino2".into(),
             scheme: scheme.into(),
             params: Params::new(),
+            scheme_params: BTreeMap::new(),
             buffer_bytes: None,
             queues_per_port: None,
             pfc: false,
@@ -161,6 +173,10 @@ pub struct HostSpec {
 }
 
 /// What a node is.
+// A fabric spec is built once per run and holds at most thousands of
+// nodes: the host variant's unused bytes cost nothing worth a Box on every
+// switch access.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum NodeKind {
     /// A switch.

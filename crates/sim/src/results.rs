@@ -693,7 +693,7 @@ fn udp_flows(paths: &mut Paths<'_>, i: usize, h: &UdpHost, receivers: &Receivers
     for tx in h.tx_flows() {
         let r = receivers.udp.get(&tx.flow.id.0).copied().unwrap_or_default();
         let size = match tx.flow.mode {
-            UdpMode::Bytes(b) => Some(b),
+            UdpMode::Bytes(b) | UdpMode::Poisson { bytes: b, .. } => Some(b),
             UdpMode::Rate { .. } => None,
         };
         let (dst, base, ideal) =

@@ -160,12 +160,22 @@ pub struct ListedFlow {
     pub flow: FlowArrival,
     /// Priority class (the ns-3 generator's `pg`).
     pub priority: u8,
+    /// weft's optional sixth column: the mean gap between the flow's
+    /// packet departures (UDP flows paced as a Poisson process, as D-ITG's
+    /// `-E`); `None`: as fast as the transport sends.
+    pub mean_gap: Option<Nanos>,
+    /// weft's optional seventh column: the flow's L4 source port (default:
+    /// 49152 + its position in the list), to replay a trace's 5-tuples or
+    /// to place a flow on a path of a hash-routed fabric.
+    pub src_port: Option<u16>,
 }
 
 /// Parses a flow list in the format of the ConWeave authors' ns-3 traffic
 /// generator: the first line is the flow count, then one flow per line:
-/// `src dst priority size_bytes start_seconds` (host indices from 0).
-/// `hosts` is the number of hosts of the topology the list is replayed on.
+/// `src dst priority size_bytes start_seconds` (host indices from 0), and
+/// in weft optional columns `mean_gap_seconds` (`-` for none, see
+/// [`ListedFlow::mean_gap`]) and `src_port` ([`ListedFlow::src_port`]). `hosts` is the number of hosts of the
+/// topology the list is replayed on.
 pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Vec<ListedFlow>, WorkloadFileError> {
     let err = |line, message: String| WorkloadFileError { source_name: source_name.into(), line, message };
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
@@ -175,8 +185,28 @@ pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Ve
     let mut flows = Vec::with_capacity(count.min(1 << 20));
     for (i, l) in lines {
         let f: Vec<&str> = l.split_whitespace().collect();
-        let [src, dst, pg, size, start] = f[..] else {
-            return Err(err(i + 1, format!("expected `src dst priority size start_seconds`, got `{}`", l.trim())));
+        let (src, dst, pg, size, start, gap, sport) = match f[..] {
+            [src, dst, pg, size, start] => (src, dst, pg, size, start, None, None),
+            [src, dst, pg, size, start, gap] => (src, dst, pg, size, start, Some(gap), None),
+            [src, dst, pg, size, start, gap, sport] => (src, dst, pg, size, start, Some(gap), Some(sport)),
+            _ => {
+                return Err(err(
+                    i + 1,
+                    format!("expected `src dst priority size start_seconds [mean_gap_seconds|- [src_port]]`, got `{}`", l.trim()),
+                ))
+            }
+        };
+        let src_port = match sport.map(|p| p.parse::<u16>()) {
+            None => None,
+            Some(Ok(p)) if p > 0 => Some(p),
+            Some(_) => return Err(err(i + 1, format!("source port `{}` is not a port number (1..=65535)", sport.unwrap_or("")))),
+        };
+        let mean_gap = match gap {
+            None | Some("-") => None,
+            Some(g) => match g.parse::<f64>() {
+                Ok(s) if s > 0.0 && s < 1e3 => Some((s * 1e9).round().max(1.0) as Nanos),
+                _ => return Err(err(i + 1, format!("mean gap `{g}` is not a positive number of seconds (below 1000)"))),
+            },
         };
         let num = |v: &str, what: &str| v.parse::<u64>().map_err(|_| err(i + 1, format!("{what} `{v}` is not a whole number")));
         let (src, dst, pg, size) =
@@ -192,7 +222,7 @@ pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Ve
             return Err(err(i + 1, "priority must be 0..=7, size > 0 and start >= 0".into()));
         }
         let start = (start_s * 1e9).round() as Nanos;
-        flows.push(ListedFlow { flow: FlowArrival { src, dst, size, start }, priority: pg as u8 });
+        flows.push(ListedFlow { flow: FlowArrival { src, dst, size, start }, priority: pg as u8, mean_gap, src_port });
     }
     if flows.len() != count {
         return Err(err(1, format!("the first line announces {count} flows but the file has {}", flows.len())));
@@ -320,8 +350,16 @@ mod tests {
         assert!(parse_flow_list("f", "1\n0 1 3 100\n", 8)
             .unwrap_err()
             .to_string()
-            .contains("expected `src dst priority size start_seconds`"));
+            .contains("expected `src dst priority size start_seconds"));
         assert!(parse_flow_list("f", "x\n", 8).is_err());
+        // The sixth column: a mean gap for Poisson-paced UDP.
+        let f = parse_flow_list("f", "2\n0 1 0 100 0.1 0.0042\n1 0 0 100 0.2\n", 8).unwrap();
+        assert_eq!((f[0].mean_gap, f[1].mean_gap), (Some(4_200_000), None));
+        let e = parse_flow_list("f", "1\n0 1 0 100 0.1 -3\n", 8).unwrap_err();
+        assert!(e.to_string().contains("mean gap `-3` is not a positive number"), "{e}");
+        let f = parse_flow_list("f", "1\n0 1 0 100 0.1 - 40000\n", 8).unwrap();
+        assert_eq!((f[0].mean_gap, f[0].src_port), (None, Some(40000)));
+        assert!(parse_flow_list("f", "1\n0 1 0 100 0.1 - 70000\n", 8).is_err());
     }
 
     #[test]

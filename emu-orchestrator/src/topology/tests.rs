@@ -233,3 +233,33 @@ fn command_line_events_name_a_link_or_a_whole_switch() {
         assert!(e.contains(why), "{bad}: {e}");
     }
 }
+
+#[test]
+fn per_scheme_parameters_apply_only_to_their_scheme() {
+    let text = format!(
+        "{LS}[switches]\nscheme = \"int-nexthop\"\n[switches.params]\nseed = 7\n\
+         [switches.params.int-nexthop]\nprobe_interval_us = 500\n"
+    );
+    let t = Topology::parse("t.toml", &text).unwrap();
+    let leaf = t.fabric.nodes.iter().find_map(|n| n.as_switch()).unwrap();
+    assert_eq!(leaf.scheme_params["int-nexthop"]["probe_interval_us"], "500");
+    let p = leaf.effective_params();
+    assert_eq!((p.get("probe_interval_us").map(String::as_str), p.get("seed").map(String::as_str)), (Some("500"), Some("7")));
+    // Another scheme (as `--scheme ecmp` makes it) does not get them.
+    let mut other = leaf.clone();
+    other.scheme = "ecmp".into();
+    assert_eq!(other.effective_params().get("probe_interval_us"), None);
+    // The shipped INT topologies run under ECMP too.
+    for name in ["leaf-spine-int", "fat-tree-int"] {
+        let t = Topology::load(name).unwrap();
+        for n in &t.fabric.nodes {
+            if let Some(s) = n.as_switch() {
+                let mut s = s.clone();
+                s.scheme = "ecmp".into();
+                assert!(emu_node::schemes::build("ecmp", &s.effective_params()).is_ok(), "{name}");
+            }
+        }
+    }
+    let e = err(&format!("{LS}[switches.params.no-such-scheme]\nx = 1\n"));
+    assert!(e.to_string().contains("params.no-such-scheme: a table of parameters is named after a scheme"), "{e}");
+}

@@ -9,7 +9,11 @@
 //! Behaviour: resolves its gateway's MAC with ARP before sending (retry
 //! every 100 µs); answers ARP for its own address; honours 802.1Qbb pause
 //! frames per priority (a flow's priority is its DSCP >> 3); sends ready
-//! flows round-robin, one frame at a time, at the NIC's line rate.
+//! flows round-robin, one frame at a time, at the NIC's line rate, or
+//! paced: at a constant rate, or with exponentially distributed gaps
+//! between departures (a Poisson process, what D-ITG's `-E` does; the gap
+//! after packet n is drawn from a counter-based generator keyed by the
+//! flow id and n, so a run is reproducible without RNG state).
 //!
 //! Invariants: a flow never sends before its start time; a paused priority
 //! sends nothing while paused; payload bytes sent = flow size for
@@ -44,6 +48,27 @@ pub enum UdpMode {
         /// Stop time.
         until: Nanos,
     },
+    /// This many payload bytes, departures a Poisson process: the gap from
+    /// one packet's departure to the next is exponential with this mean
+    /// (never shorter than the NIC takes to send the packet).
+    Poisson {
+        /// Payload bytes.
+        bytes: u64,
+        /// Mean gap between departures, ns.
+        mean_gap: Nanos,
+    },
+}
+
+/// The gap after packet `seq` of flow `flow` for a mean of `mean` ns:
+/// exponential, from SplitMix64 of (flow, seq) (Steele et al. 2014).
+pub fn poisson_gap(flow: u32, seq: u32, mean: Nanos) -> Nanos {
+    let mut z = ((flow as u64) << 32 | seq as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    // u in (0, 1]: -ln(u) is exponential with mean 1.
+    let u = ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    (-(u.ln()) * mean as f64).round() as Nanos
 }
 
 /// A UDP flow to send.
@@ -200,7 +225,9 @@ impl UdpHost {
         let st = &mut self.flows[i];
         let f = st.flow;
         let payload = match f.mode {
-            UdpMode::Bytes(total) => (total - st.bytes_sent).min(f.payload_len as u64).max(PROBE_LEN as u64) as usize,
+            UdpMode::Bytes(total) | UdpMode::Poisson { bytes: total, .. } => {
+                (total - st.bytes_sent).min(f.payload_len as u64).max(PROBE_LEN as u64) as usize
+            }
             UdpMode::Rate { .. } => f.payload_len as usize,
         };
         let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload;
@@ -228,8 +255,12 @@ impl UdpHost {
         st.bytes_sent += payload as u64;
         st.first_sent.get_or_insert(now);
         st.last_sent = Some(now);
-        if let UdpMode::Rate { rate, .. } = f.mode {
-            st.next_send = st.next_send.max(now.saturating_sub(rate.serialization_ns(ip_len))) + rate.serialization_ns(ip_len);
+        match f.mode {
+            UdpMode::Rate { rate, .. } => {
+                st.next_send = st.next_send.max(now.saturating_sub(rate.serialization_ns(ip_len))) + rate.serialization_ns(ip_len);
+            }
+            UdpMode::Poisson { mean_gap, .. } => st.next_send = now + poisson_gap(f.id.0, st.seq - 1, mean_gap),
+            UdpMode::Bytes(_) => {}
         }
         b
     }
@@ -237,7 +268,7 @@ impl UdpHost {
     /// Whether a flow has sent all it will send.
     pub fn flow_done(st: &TxState) -> bool {
         match st.flow.mode {
-            UdpMode::Bytes(total) => st.bytes_sent >= total,
+            UdpMode::Bytes(total) | UdpMode::Poisson { bytes: total, .. } => st.bytes_sent >= total,
             UdpMode::Rate { until, .. } => st.next_send >= until,
         }
     }
@@ -314,5 +345,26 @@ impl UdpHost {
             }
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::poisson_gap;
+
+    #[test]
+    fn poisson_gaps_are_exponential_with_the_mean_asked_for() {
+        let mean = 4_200_000;
+        let gaps: Vec<f64> = (0..200_000).map(|n| poisson_gap(7, n, mean) as f64).collect();
+        let m = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        assert!((m / mean as f64 - 1.0).abs() < 0.01, "mean {m}");
+        // Exponential: P(gap > mean) = 1/e, and the standard deviation is the mean.
+        let over = gaps.iter().filter(|g| **g > mean as f64).count() as f64 / gaps.len() as f64;
+        assert!((over - (-1f64).exp()).abs() < 0.005, "P(gap > mean) = {over}");
+        let sd = (gaps.iter().map(|g| (g - m).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((sd / m - 1.0).abs() < 0.02, "sd {sd}");
+        // Reproducible, and flows differ.
+        assert_eq!(poisson_gap(7, 3, mean), poisson_gap(7, 3, mean));
+        assert_ne!(poisson_gap(7, 3, mean), poisson_gap(8, 3, mean));
     }
 }

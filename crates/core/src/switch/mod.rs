@@ -377,8 +377,8 @@ impl Switch {
     /// Builds the switch of fabric node `node` (id `id`) with its scheme.
     pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: SwitchConfig) -> Result<Self, SwitchError> {
         let spec = node.as_switch().ok_or_else(|| SwitchError::NotASwitch(node.name.clone()))?;
-        let program =
-            schemes::build(&spec.scheme, &spec.params).map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
+        let program = schemes::build(&spec.scheme, &spec.effective_params())
+            .map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
         Self::with_program(id, node, cfg, program)
     }
 
