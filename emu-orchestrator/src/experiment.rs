@@ -18,7 +18,7 @@ use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::{FlowId, NodeId};
 use emu_node::node::{build_nodes, HostTransport, Node, NodeConfig};
 use emu_node::results::{ImbalanceSampler, Summary};
-use emu_node::schemes::{self, Params, SchemeError};
+use emu_node::schemes::{self, Params, SchemeError, TimeScale};
 use emu_node::time::{BitRate, Nanos};
 use emu_node::tofino::BufferRules;
 use emu_node::traffic::{Pattern, PatternError};
@@ -431,6 +431,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(Nanos, u64);
 /// emu-nodes of a distributed real-time run build their switches from).
 pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric::FabricSpec {
     let mut fabric = topo.fabric.clone();
+    let rate = fabric_rate(&fabric);
     // prepare() has rejected a bad value already.
     let tm = tm_settings(&opts.transport_params).unwrap_or_default();
     for n in &mut fabric.nodes {
@@ -439,6 +440,9 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
                 s.scheme = sc.clone();
             }
             s.params.extend(opts.params.clone());
+            if opts.scale_time_params {
+                s.time_scale = scheme_time_scale(&s.scheme, rate).map_or(TimeScale::ONE, |t| t.scale);
+            }
             (s.buffer_rules, s.held_outside_pfc) = (tm.rules, tm.held_outside_pfc);
             if tm.buffer_bytes.is_some() {
                 s.buffer_bytes = tm.buffer_bytes;
@@ -452,6 +456,64 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
         }
     }
     fabric
+}
+
+/// The rate a scheme's time parameters are scaled to (DESIGN §6.2): the
+/// fabric's slowest link between two switches (where its queues build, what
+/// a flowlet gap, a DRE period or a telemetry range is measured against), or
+/// the slowest host link when no two switches are linked. `None`: no links.
+pub fn fabric_rate(f: &FabricSpec) -> Option<BitRate> {
+    let is_switch = |n: NodeId| f.nodes.get(n.index()).is_some_and(|n| n.as_switch().is_some());
+    let links = f.nodes.iter().filter(|n| n.as_switch().is_some()).flat_map(|n| n.ports.iter());
+    let between_switches = links.clone().filter(|p| is_switch(p.peer)).map(|p| p.rate).min();
+    between_switches.or_else(|| links.map(|p| p.rate).min())
+}
+
+/// How a scheme's time parameters are scaled in a run (DESIGN §6.2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SchemeScaling {
+    /// The rate its defaults are given for.
+    pub reference: BitRate,
+    /// The fabric's rate ([`fabric_rate`]).
+    pub rate: BitRate,
+    /// `reference / rate`.
+    pub scale: TimeScale,
+}
+
+/// The scaling of `scheme` at fabric rate `rate`; `None` for a scheme
+/// without time parameters (or an unknown one, or no rate).
+pub fn scheme_time_scale(scheme: &str, rate: Option<BitRate>) -> Option<SchemeScaling> {
+    let reference = schemes::info(scheme)?.reference_rate?;
+    let rate = rate?;
+    Some(SchemeScaling { reference, rate, scale: TimeScale::for_rates(reference, rate) })
+}
+
+/// One line per scaled time parameter of `scheme`: `name default → used`
+/// (µs), the value set in `params` where there is one.
+pub fn scaled_param_report(scheme: &str, params: &Params, scale: TimeScale) -> Vec<String> {
+    let Some(info) = schemes::info(scheme) else { return Vec::new() };
+    let f = scale.factor();
+    let number = |x: &str| x.trim().parse::<f64>().ok().map(|n| format!("{}", (n * f * 1000.0).round() / 1000.0));
+    // "8", "0,50000" or "8 (3-tier: 16)" (a default the scheme picks by topology).
+    let scaled = |v: &str| -> String {
+        if let Some((head, rest)) = v.split_once('(') {
+            if let Some((label, n)) = rest.trim_end_matches(')').split_once(':') {
+                if let (Some(h), Some(n)) = (number(head), number(n)) {
+                    return format!("{h} ({label}: {n})");
+                }
+            }
+            return v.to_string();
+        }
+        v.split(',').map(|x| number(x).unwrap_or_else(|| x.to_string())).collect::<Vec<_>>().join(",")
+    };
+    info.params
+        .iter()
+        .filter(|p| p.is_time())
+        .map(|p| {
+            let v = params.get(p.name).map_or(p.default, String::as_str);
+            format!("{} {} → {}", p.name, v, scaled(v))
+        })
+        .collect()
 }
 
 /// The time origin of a flow list: its first start rounded down to a whole
@@ -532,7 +594,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
     for s in &scheme_names {
-        schemes::build(s, &opts.params)?;
+        schemes::build(s, &opts.params, Default::default())?;
     }
     let hosts = fabric.hosts();
     let mut dscp_of: Vec<u8> = Vec::new();

@@ -26,6 +26,17 @@ pub struct UpArgs {
     /// Scheme for every switch (default: as in the topology).
     #[arg(long)]
     pub scheme: Option<String>,
+    /// Scheme parameter (repeatable), as in `weft run`: --set
+    /// int-nexthop.flowlet_timeout_us=50000. Time parameters are scaled to
+    /// the fabric's rate unless --no-scale-params (stderr lists the values
+    /// used).
+    #[arg(long = "set", value_name = "SCHEME.PARAM=VALUE")]
+    pub set: Vec<String>,
+    /// Keep the schemes' time parameters as given instead of scaling them
+    /// by their reference rate / the fabric's slowest switch-to-switch link
+    /// (DESIGN 6.2).
+    #[arg(long)]
+    pub no_scale_params: bool,
     /// Microseconds before a deadline the timing thread stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     pub spin_us: u32,
@@ -90,11 +101,32 @@ pub fn up(a: UpArgs) -> Result<()> {
         topo.apply_placement(&p.display().to_string(), &text)?;
     }
     if let Some(s) = &a.scheme {
-        emu_node::schemes::build(s, &Default::default())?;
-        for n in &mut topo.fabric.nodes {
-            if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
+        emu_node::schemes::build(s, &Default::default(), Default::default())?;
+    }
+    let (params, transport) = crate::split_sets(&a.set)?;
+    if let Some(k) = transport.keys().next() {
+        bail!("--set {k}: `weft up` takes scheme parameters only (its hosts are real; a switch's traffic manager follows the topology)");
+    }
+    let rate = emu_orchestrator::experiment::fabric_rate(&topo.fabric);
+    for n in &mut topo.fabric.nodes {
+        if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
+            if let Some(s) = &a.scheme {
                 sw.scheme = s.clone();
             }
+            sw.params.extend(params.clone());
+            emu_node::schemes::build(&sw.scheme, &sw.effective_params(), Default::default())
+                .with_context(|| format!("switch {}", n.name))?;
+            if !a.no_scale_params {
+                if let Some(sc) = emu_orchestrator::experiment::scheme_time_scale(&sw.scheme, rate) {
+                    sw.time_scale = sc.scale;
+                }
+            }
+        }
+    }
+    if !a.detach {
+        // (A detached start prints its background run's log, which has them.)
+        for line in crate::run_cli::scheme_scaling_report(&topo.fabric) {
+            eprintln!("{line}");
         }
     }
     let inter: InterProcess = a.links.parse().map_err(anyhow::Error::msg)?;

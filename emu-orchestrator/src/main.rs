@@ -197,7 +197,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Command::Resources { scheme, target, json } => {
             let t = TargetProfile::by_name(&target)
                 .with_context(|| format!("unknown target `{target}` (known: {})", TargetProfile::NAMES.join(", ")))?;
-            let mut p = schemes::build(&scheme, &Default::default())?;
+            let mut p = schemes::build(&scheme, &Default::default(), Default::default())?;
             let mut d = declarations_of(p.as_mut());
             declare_l3_tables(&mut d, 512);
             let report = d.usage().report(&scheme, &t);
@@ -229,6 +229,11 @@ fn real_main(cli: Cli) -> Result<()> {
             println!();
             for s in schemes::catalog() {
                 println!("{} — {}\n  source: {}", s.name, s.summary, s.source);
+                if let Some(r) = s.reference_rate {
+                    println!(
+                        "  time parameters (µs) are given for {r} links; --scale-params (default in real time) scales them to the fabric's"
+                    );
+                }
                 let width = s.params.iter().map(|p| s.name.len() + 1 + p.name.len()).max().unwrap_or(0).max(19);
                 for p in &s.params {
                     let key = format!("{}.{}", s.name, p.name);
@@ -259,7 +264,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     let topo = Topology::load(&a.topology)?;
     let (per_scheme, transport_params) = split_sets_per_scheme(&a.set)?;
     for s in &a.schemes {
-        schemes::build(s, per_scheme.get(s).unwrap_or(&schemes::Params::new()))?;
+        schemes::build(s, per_scheme.get(s).unwrap_or(&schemes::Params::new()), Default::default())?;
     }
     if let Some(l) = a.loads.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
         bail!("--loads: {l} is not in (0, 1]");

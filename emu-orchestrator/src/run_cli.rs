@@ -63,10 +63,18 @@ pub(crate) struct RunArgs {
     /// Real time: µs before a deadline the scheduler stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     spin_us: u32,
-    /// Real time: keep the transports' time parameters at their 100 Gbit/s
-    /// values instead of scaling them by 100 Gbit/s / host rate (DESIGN 6.2).
-    #[arg(long)]
+    /// Real time: keep time parameters as given instead of scaling them to
+    /// the run's rates (DESIGN 6.2; see --scale-params).
+    #[arg(long, conflicts_with = "scale_params")]
     no_scale_params: bool,
+    /// Scale time parameters to the run's rates (default in real time):
+    /// the transports' (RTOs, NAK/CNP intervals, DCQCN timers) by
+    /// 100 Gbit/s / host link rate, each scheme's (flowlet gaps, DRE
+    /// periods, ConWeave thresholds, ...) by its reference rate (`weft
+    /// schemes`) / the fabric's slowest switch-to-switch link. Applies to
+    /// default and --set values alike; stderr lists the values used.
+    #[arg(long)]
+    scale_params: bool,
     /// Real time: run the switches in N emu-node processes (hosts stay in
     /// this process; every host link crosses processes over UDP). 0: all
     /// in this process.
@@ -212,7 +220,7 @@ impl RunPlan {
             threads: a.threads,
             interrupt: None,
             transport_params,
-            scale_time_params: a.clock == "real" && !a.no_scale_params,
+            scale_time_params: a.scale_params || (a.clock == "real" && !a.no_scale_params),
             workload: match &a.workload {
                 None => None,
                 Some(w) => Some(WorkloadOptions {
@@ -292,11 +300,14 @@ impl RunPlan {
             let f = &self.topo.fabric;
             if let Some(r) = f.hosts().first().and_then(|h| f.nodes[h.index()].ports.first()).map(|p| p.rate) {
                 eprintln!(
-                    "real time: transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links ({} reference, DESIGN 6.2); scheme time parameters (flowlet gaps, ConWeave thresholds) are not scaled: set them with --set",
+                    "transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links ({} reference, DESIGN 6.2; --no-scale-params keeps them)",
                     emu_node::host::REFERENCE_RATE.bps() as f64 / r.bps().max(1) as f64,
                     r,
                     emu_node::host::REFERENCE_RATE
                 );
+            }
+            for line in scheme_scaling_report(&experiment::configured_fabric(&self.topo, &self.opts)) {
+                eprintln!("{line}");
             }
         }
         if let Clock::Real(RealTimeOptions { metrics: Some((m, out)), nodes, .. }) = &self.clock {
@@ -308,6 +319,31 @@ impl RunPlan {
             );
         }
     }
+}
+
+/// What `--scale-params` does to each scheme of `fabric`: one line per
+/// distinct (scheme, scale, parameters), naming every time parameter's
+/// value as given and as used.
+pub(crate) fn scheme_scaling_report(fabric: &emu_node::fabric::FabricSpec) -> Vec<String> {
+    let rate = experiment::fabric_rate(fabric);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut lines = Vec::new();
+    for s in fabric.nodes.iter().filter_map(|n| n.as_switch()) {
+        let Some(sc) = experiment::scheme_time_scale(&s.scheme, rate) else { continue };
+        let params = s.effective_params();
+        let report = experiment::scaled_param_report(&s.scheme, &params, s.time_scale);
+        if seen.insert((s.scheme.clone(), report.clone())) {
+            lines.push(format!(
+                "{} time parameters scaled x{} ({} reference / {} fabric links, DESIGN 6.2): {}",
+                s.scheme,
+                s.time_scale.factor(),
+                sc.reference,
+                sc.rate,
+                report.join(", ")
+            ));
+        }
+    }
+    lines
 }
 
 /// `weft run`.

@@ -341,6 +341,7 @@ impl SwitchSettings {
             tier_position: None,
             hosts_per_leaf: 0,
             leaf_addresses: Vec::new(),
+            time_scale: Default::default(),
         })
     }
 }

@@ -259,3 +259,39 @@ fn ctrl_c_stops_a_run_on_two_threads_and_writes_partial_results_marked_incomplet
     assert!(std::fs::metadata(out.join("flows.csv")).is_ok());
     let _ = std::fs::remove_dir_all(out);
 }
+
+#[test]
+fn scale_params_scales_every_time_parameter_of_the_scheme_to_the_fabric_rate_and_says_so() {
+    // leaf-spine-2x4 has 25 Gbit/s links: LetFlow's 100 Gbit/s defaults x4,
+    // a value given with --set alike.
+    let o = weft(&[
+        "run",
+        "leaf-spine-2x4",
+        "--scheme",
+        "letflow",
+        "--scale-params",
+        "--set",
+        "letflow.flowlet_gap_us=50",
+        "--flow-size",
+        "10KB",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("letflow time parameters scaled x4 (100Gbps reference / 25Gbps fabric links"), "{err}");
+    assert!(err.contains("flowlet_gap_us 50 → 200"), "{err}");
+    // What the switches get.
+    use emu_orchestrator::experiment::{configured_fabric, fabric_rate, RunOptions};
+    let topo = emu_orchestrator::topology::Topology::load("leaf-spine-int").expect("shipped");
+    assert_eq!(fabric_rate(&topo.fabric).map(|r| r.bps()), Some(8_000_000), "the uplinks, not the 25 Mbit/s host links");
+    let opts = |scale| RunOptions { scheme: Some("conweave".into()), scale_time_params: scale, ..RunOptions::default() };
+    let scales = |scale| -> Vec<f64> {
+        configured_fabric(&topo, &opts(scale)).nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.time_scale.factor()).collect()
+    };
+    assert!(scales(true).iter().all(|&x| x == 12_500.0), "100 Gbit/s / 8 Mbit/s: {:?}", scales(true));
+    assert!(scales(false).iter().all(|&x| x == 1.0));
+    // No time parameters, no scale.
+    let ecmp = RunOptions { scheme: Some("ecmp".into()), scale_time_params: true, ..RunOptions::default() };
+    assert!(configured_fabric(&topo, &ecmp).nodes.iter().filter_map(|n| n.as_switch()).all(|s| s.time_scale.factor() == 1.0));
+    let both = weft(&["run", "--scale-params", "--no-scale-params"]);
+    assert!(!both.status.success());
+}

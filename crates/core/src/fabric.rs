@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-use weft_schemes::Params;
+use weft_schemes::{Params, TimeScale};
 pub use weft_tofino::l3::Route;
 pub use weft_tofino::SwitchRole;
 use weft_tofino::{BufferRules, RedConfig};
@@ -119,6 +119,10 @@ pub struct SwitchSpec {
     /// Computed with the routes.
     #[serde(default)]
     pub leaf_addresses: Vec<Ipv4Address>,
+    /// Multiplier of the scheme's time parameters (DESIGN §6.2): 1 unless
+    /// the run scales them to its link rate.
+    #[serde(default)]
+    pub time_scale: TimeScale,
 }
 
 impl SwitchSpec {
@@ -153,6 +157,7 @@ impl SwitchSpec {
             tier_position: None,
             hosts_per_leaf: 0,
             leaf_addresses: Vec::new(),
+            time_scale: TimeScale::ONE,
         }
     }
 }

@@ -244,3 +244,27 @@ fn a_host_cannot_send_telemetry() {
     assert_eq!(counter(&s, "int_host_shim_drops"), 1);
     assert_eq!(s.counters().drop_program, 1);
 }
+
+#[test]
+fn a_time_scale_shortens_the_probe_period_and_the_flowlet_timeout() {
+    // DESIGN §6.2: the fabric's spec carries the run's scale; the switch
+    // builds its scheme with it. x0.001: probes every 10 µs (default
+    // 10 ms), flowlets end after 50 µs of silence (default 50 ms).
+    let mut f = leaf_pair(1, 2, BitRate::gbps(10));
+    if let weft_core::fabric::NodeKind::Switch(s) = &mut f.nodes[0].kind {
+        s.scheme = "int-nexthop".into();
+        s.time_scale = weft_schemes::TimeScale::new(0.001).expect("positive");
+    }
+    let cfg = SwitchConfig { snapshot_period_ns: 0, ..SwitchConfig::tofino2(3, true) };
+    let mut s = Switch::from_spec(NodeId(0), &f.nodes[0], cfg).expect("builds");
+    let mut out: Vec<Transmit> = Vec::new();
+    drain(&mut s, 35_000, &mut out);
+    assert_eq!(counter(&s, "int_probes_sent"), 6, "ticks at 10, 20 and 30 µs, two uplinks each");
+    // A flow's packets 40 µs apart stay one flowlet; 60 µs apart, two.
+    let before = counter(&s, "int_new_flowlets");
+    for t in [100_000, 140_000, 180_000, 240_000] {
+        s.handle_frame(t, PortId(0), from_h0(&f, 9), &mut out);
+        drain(&mut s, t + 1_000, &mut out);
+    }
+    assert_eq!(counter(&s, "int_new_flowlets") - before, 2);
+}

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use weft_core::switch::{Switch, SwitchConfig, Transmit};
-use weft_schemes::{build, catalog, drill, Params};
+use weft_schemes::{build, catalog, drill, Params, TimeScale};
 use weft_testkit::leaf_pair;
 use weft_tofino::l3::RouteTable;
 use weft_tofino::program::{declarations_of, declare_l3_tables, IngressCx, IngressDecision, PacketSource, PassRegisters, QueueDepths};
@@ -19,7 +19,7 @@ fn switch(scheme: &str, uplinks: usize, params: &[(&str, &str)]) -> (weft_core::
     let f = leaf_pair(1, uplinks, BitRate::gbps(100));
     let cfg = SwitchConfig { snapshot_period_ns: 0, ..SwitchConfig::tofino2(11, true) };
     let p: Params = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, build(scheme, &p).unwrap()).unwrap();
+    let s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, build(scheme, &p, TimeScale::ONE).unwrap()).unwrap();
     (f, s)
 }
 
@@ -160,7 +160,7 @@ fn rps_sprays_one_flow_uniformly_over_the_up_uplinks() {
 fn every_scheme_fits_tofino2_with_the_l3_tables() {
     let target = TargetProfile::tofino2();
     for info in catalog() {
-        let mut p = build(info.name, &Params::new()).unwrap();
+        let mut p = build(info.name, &Params::new(), TimeScale::ONE).unwrap();
         let mut d = declarations_of(p.as_mut());
         declare_l3_tables(&mut d, 64);
         d.usage().check(&target).unwrap_or_else(|e| panic!("{}: {e}", info.name));
@@ -173,7 +173,7 @@ fn every_scheme_fits_tofino2_with_the_l3_tables() {
 fn bad_parameters_are_named() {
     for (scheme, key, value) in [("letflow", "flowlet_gap_us", "0"), ("drill", "samples", "9"), ("conweave", "theta_reply_us", "-1")] {
         let p: Params = [(key.to_string(), value.to_string())].into_iter().collect();
-        let e = build(scheme, &p).err().unwrap().to_string();
+        let e = build(scheme, &p, TimeScale::ONE).err().unwrap().to_string();
         assert!(e.contains(key), "{scheme}: {e}");
     }
 }

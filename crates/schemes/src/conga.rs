@@ -55,7 +55,7 @@
 
 use super::ecmp::flow_hash;
 use super::flowlet::FlowletTable;
-use super::{param, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo, TimeScale};
 use bytes::BytesMut;
 use weft_tofino::program::{Declarations, PacketSource, ScrapeView, SwitchView};
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
@@ -70,6 +70,7 @@ pub fn info() -> SchemeInfo {
         name: "conga",
         source: "CONGA (SIGCOMM'14) §3; parameters of the ConWeave evaluation",
         summary: "flowlets to the uplink minimising max(local DRE, remote metric), leaf-to-leaf feedback in a VXLAN overlay",
+        reference_rate: Some(BitRate::gbps(100)),
         params: vec![
             ParamInfo { name: "flowlet_gap_us", default: "100", unit: "µs", doc: "flowlet inactivity gap (CONGA's own: 500)" },
             ParamInfo { name: "t_dre_us", default: "50", unit: "µs", doc: "DRE decrement period T_dre" },
@@ -147,6 +148,15 @@ impl Conga {
             mtus: Vec::new(),
             c: Counters::default(),
         })
+    }
+
+    /// Its flowlet gap, DRE period and metric aging multiplied by `s`
+    /// (DESIGN §6.2).
+    pub fn time_scaled(mut self, s: TimeScale) -> Self {
+        self.gap_ns = s.ns(self.gap_ns);
+        self.t_dre = s.ns(self.t_dre).max(1);
+        self.aging = s.ns(self.aging).max(2);
+        self
     }
 
     /// DRE register word `word` (X as f32 bits | time of its last update,
@@ -449,7 +459,7 @@ impl Program for Conga {
 /// The registry entry of `conga` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(Conga::from_params(p)?)),
+    build: |p, s| Ok(Box::new(Conga::from_params(p)?.time_scaled(s))),
     metrics: crate::SchemeMetrics {
         counters: &[
             ("conga_flowlets", "Flowlets started (gap > flowlet timeout)."),

@@ -32,6 +32,7 @@ pub fn info() -> SchemeInfo {
         name: "drill",
         source: "DRILL (SIGCOMM'17) as evaluated in ConWeave §4.1",
         summary: "per packet: the shortest egress queue among 2 random ports and the last best (DRILL(2,1))",
+        reference_rate: None,
         params: vec![
             ParamInfo { name: "samples", default: "2", unit: "ports", doc: "random samples per packet (d)" },
             ParamInfo { name: "memory", default: "1", unit: "0 or 1", doc: "remember the last best port (m)" },
@@ -124,7 +125,7 @@ impl Program for Drill {
 /// The registry entry of `drill` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(Drill::from_params(p)?)),
+    build: |p, _| Ok(Box::new(Drill::from_params(p)?)),
     metrics: crate::SchemeMetrics {
         counters: &[
             ("drill_decisions", "Per-packet DRILL decisions (2 samples + remembered best)."),

@@ -26,6 +26,7 @@ pub fn info() -> SchemeInfo {
         name: "ecmp",
         source: "baseline in all five papers (e.g. ConWeave §4.1)",
         summary: "hash of the 5-tuple (RoCEv2: incl. UDP source port) over equal-cost next hops",
+        reference_rate: None,
         params: vec![
             ParamInfo {
                 name: "seed",
@@ -128,7 +129,7 @@ impl Program for Ecmp {
 /// The registry entry of `ecmp` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(Ecmp::from_params(p)?)),
+    build: |p, _| Ok(Box::new(Ecmp::from_params(p)?)),
     metrics: crate::SchemeMetrics {
         counters: &[("ecmp_failover_packets", "Packets ECMP sent to another member because the hashed uplink was down.")],
         gauges: &[],

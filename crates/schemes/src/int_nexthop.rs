@@ -5,7 +5,7 @@
 //!   each metric with min-max normalization", each metric minus the lower
 //!   bound of its range divided by the range's size. Values outside the
 //!   range are clamped to it, so one metric weighs at most 1.
-//! - **Link utilisation by DRE** (§IV, after CONGA [12]): +1 for every
+//! - **Link utilisation by DRE** (§IV, after CONGA, its ref. 12): +1 for every
 //!   packet sent on the port, halved every period (50 ms in the paper).
 //!   On a Tofino the halving cannot run on a timer over the whole array;
 //!   the register keeps the value with the period it was last touched in
@@ -56,17 +56,21 @@
 //! - Hosts cannot forge telemetry: an IPv4 packet with the shim's protocol
 //!   from a host-facing port is dropped and counted (`int_host_shim_drops`).
 //!
-//! Not done: the parameter scaling of DESIGN §6.2 (the defaults are the
-//! paper's, for its 8–25 Mbit/s links; set them for faster fabrics).
+//! Time parameters (DRE period, flowlet timeout, probe interval, hop-latency
+//! range) default to the paper's values for its leaf-spine testbed, whose
+//! 8 Mbit/s uplinks are the scheme's reference rate: a run that scales
+//! parameters (DESIGN §6.2, [`TimeScale`]) multiplies them by 8 Mbit/s /
+//! its fabric rate. The paper kept 50 ms also on its 10 Mbit/s fat-tree,
+//! so there a scaled run uses 40 ms.
 
 use super::flowlet::FlowletTable;
-use super::{ecmp, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{ecmp, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo, TimeScale};
 use weft_tofino::program::{Declarations, EmitTarget, PacketGenerator, PacketSource, PathTelemetry, ScrapeView, SwitchView};
 use weft_tofino::{EgressCx, Gress, IngressCx, Program, ProgramError, RegisterId};
 use weft_wire::ids::{PortId, QueueId};
 use weft_wire::int::{self as shim, Header, Metric, Probe};
 use weft_wire::ipv4::Ipv4Address;
-use weft_wire::time::Nanos;
+use weft_wire::time::{BitRate, Nanos};
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {
@@ -74,6 +78,7 @@ pub fn info() -> SchemeInfo {
         name: "int-nexthop",
         source: "INT best-nexthop (int-best-nexthop-lb) §III, §IV",
         summary: "INT headers with path maxima, bottleneck and best-port registers per source leaf, flowlets to the least congested uplink",
+        reference_rate: Some(BitRate::mbps(8)),
         params: vec![
             ParamInfo {
                 name: "dre_period_us",
@@ -284,6 +289,17 @@ impl IntNexthop {
             collector: Vec::new(),
             c: Counters::default(),
         })
+    }
+
+    /// Its DRE period, flowlet timeout, probe interval and hop-latency range
+    /// multiplied by `s` (DESIGN §6.2).
+    pub fn time_scaled(mut self, s: TimeScale) -> Self {
+        self.dre_period = s.ns(self.dre_period);
+        self.flowlet_timeout = s.ns(self.flowlet_timeout);
+        self.probe_interval = s.ns(self.probe_interval);
+        let latency = &mut self.ranges[Metric::HopLatency as usize];
+        (latency.min, latency.max) = (latency.min * s.factor(), latency.max * s.factor());
+        self
     }
 
     fn faces_host(&self, p: PortId) -> bool {
@@ -563,7 +579,7 @@ impl Program for IntNexthop {
 /// The registry entry of `int-nexthop` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(IntNexthop::from_params(p)?)),
+    build: |p, s| Ok(Box::new(IntNexthop::from_params(p)?.time_scaled(s))),
     metrics: crate::SchemeMetrics {
         counters: &[
             ("int_inserted", "Packets from hosts a leaf gave the INT shim (§III, source switch)."),

@@ -88,7 +88,7 @@
 //! stage 3 with `lbsp_pair_pending` (1), one packet generator,
 //! queue-depth snapshot reads of the uplinks.
 
-use super::{leaf_of_route, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{leaf_of_route, param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo, TimeScale};
 use std::collections::{BTreeMap, BTreeSet};
 use weft_tofino::l3::Route;
 use weft_tofino::program::{CpuCx, Declarations, EmitTarget, PacketGenerator, PacketSource, QueueDepths, SwitchView};
@@ -107,6 +107,7 @@ pub fn info() -> SchemeInfo {
         name: "lbsp",
         source: "LBSP (Lim, Appl. Sci. 2021) §3, §5",
         summary: "path groups from destination-address LSBs, round robin inside a link group, failure messages, queue-differential states",
+        reference_rate: Some(BitRate::gbps(1)),
         params: vec![
             ParamInfo { name: "states", default: "true", unit: "bool", doc: "queue-differential states of §5 (false: state 0 always)" },
             ParamInfo {
@@ -319,6 +320,13 @@ impl Lbsp {
             pair_seq: 0,
             c: Counters::default(),
         })
+    }
+
+    /// Its hello interval and pairing retry multiplied by `s` (DESIGN §6.2).
+    pub fn time_scaled(mut self, s: TimeScale) -> Self {
+        self.hello_ns = s.ns(self.hello_ns).max(1);
+        self.pair_retry_ns = s.ns(self.pair_retry_ns);
+        self
     }
 }
 
@@ -937,7 +945,7 @@ impl Program for Lbsp {
 /// The registry entry.
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(Lbsp::from_params(p)?)),
+    build: |p, s| Ok(Box::new(Lbsp::from_params(p)?.time_scaled(s))),
     metrics: crate::SchemeMetrics {
         counters: &[
             ("lbsp_up_decisions", "Packets sent upwards through a link group (round robin inside it)."),

@@ -18,10 +18,10 @@
 
 use super::ecmp::flow_hash;
 use super::flowlet::{random_up_port, FlowletTable};
-use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo, TimeScale};
 use weft_tofino::program::Declarations;
 use weft_tofino::{Gress, IngressCx, Program, ProgramError};
-use weft_wire::time::Nanos;
+use weft_wire::time::{BitRate, Nanos};
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {
@@ -29,6 +29,7 @@ pub fn info() -> SchemeInfo {
         name: "letflow",
         source: "LetFlow (NSDI'17) as evaluated in ConWeave §4.1",
         summary: "flowlets (gap 100 µs), a random next hop per flowlet",
+        reference_rate: Some(BitRate::gbps(100)),
         params: vec![
             ParamInfo { name: "flowlet_gap_us", default: "100", unit: "µs", doc: "inactivity gap that starts a new flowlet" },
             ParamInfo { name: "entries", default: "65536", unit: "entries", doc: "flowlet table size (hashed flows)" },
@@ -52,6 +53,12 @@ impl LetFlow {
         let gap_ns = param_us("letflow", p, "flowlet_gap_us", 100.0, true)?;
         let entries = param_in("letflow", p, "entries", "u32 > 0", 65536u32, |e| *e > 0)?;
         Ok(LetFlow { gap_ns, entries, table: None, flowlets: 0, path_changes: 0 })
+    }
+
+    /// Its flowlet gap multiplied by `s` (DESIGN §6.2).
+    pub fn time_scaled(mut self, s: TimeScale) -> Self {
+        self.gap_ns = s.ns(self.gap_ns);
+        self
     }
 }
 
@@ -88,7 +95,7 @@ impl Program for LetFlow {
 /// The registry entry of `letflow` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(LetFlow::from_params(p)?)),
+    build: |p, s| Ok(Box::new(LetFlow::from_params(p)?.time_scaled(s))),
     metrics: crate::SchemeMetrics {
         counters: &[
             ("letflow_flowlets", "Flowlets started (gap > flowlet timeout)."),

@@ -32,6 +32,7 @@ pub mod rps;
 
 use std::collections::BTreeMap;
 use weft_tofino::Program;
+use weft_wire::time::{BitRate, Nanos};
 
 /// One documented parameter of a scheme.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -46,6 +47,76 @@ pub struct ParamInfo {
     pub doc: &'static str,
 }
 
+impl ParamInfo {
+    /// A time parameter (its unit is µs): scaled with the link rate
+    /// (DESIGN §6.2, [`TimeScale`]).
+    pub fn is_time(&self) -> bool {
+        self.unit.ends_with("µs")
+    }
+}
+
+/// The factor a scheme's time parameters are multiplied by (DESIGN §6.2):
+/// `reference_rate / actual_rate`, where the reference is the link rate the
+/// scheme's defaults are given for ([`SchemeInfo::reference_rate`]) and the
+/// actual rate the fabric's (the orchestrator chooses it: its slowest link
+/// between two switches). It applies to every time parameter, default or
+/// set, and to the defaults a scheme derives from the topology (ConWeave's
+/// 3-tier values). Invariant: finite and positive.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct TimeScale(f64);
+
+impl TryFrom<f64> for TimeScale {
+    type Error = String;
+    fn try_from(f: f64) -> Result<Self, String> {
+        TimeScale::new(f).ok_or_else(|| format!("time scale {f} is not a positive number"))
+    }
+}
+
+impl From<TimeScale> for f64 {
+    fn from(s: TimeScale) -> f64 {
+        s.0
+    }
+}
+
+impl TimeScale {
+    /// No scaling.
+    pub const ONE: TimeScale = TimeScale(1.0);
+
+    /// `reference / actual` (1 when either is zero).
+    pub fn for_rates(reference: BitRate, actual: BitRate) -> Self {
+        if reference.bps() == 0 || actual.bps() == 0 {
+            return TimeScale::ONE;
+        }
+        TimeScale(reference.bps() as f64 / actual.bps() as f64)
+    }
+
+    /// A factor given directly; `None` unless finite and positive.
+    pub fn new(factor: f64) -> Option<Self> {
+        (factor.is_finite() && factor > 0.0).then_some(TimeScale(factor))
+    }
+
+    /// The factor.
+    pub fn factor(self) -> f64 {
+        self.0
+    }
+
+    /// `ns` scaled, rounded to the nanosecond (0 stays 0; a positive time
+    /// stays at least 1 ns).
+    pub fn ns(self, ns: Nanos) -> Nanos {
+        if self.0 == 1.0 || ns == 0 {
+            return ns;
+        }
+        ((ns as f64 * self.0).round() as Nanos).max(1)
+    }
+}
+
+impl Default for TimeScale {
+    fn default() -> Self {
+        TimeScale::ONE
+    }
+}
+
 /// A scheme in the catalog.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SchemeInfo {
@@ -55,6 +126,9 @@ pub struct SchemeInfo {
     pub source: &'static str,
     /// One-line description.
     pub summary: &'static str,
+    /// The link rate its time parameters' defaults are given for (DESIGN
+    /// §6.2); `None`: it has no time parameters.
+    pub reference_rate: Option<BitRate>,
     /// Parameters.
     pub params: Vec<ParamInfo>,
 }
@@ -111,14 +185,19 @@ pub struct SchemeMetrics {
     pub distributions: &'static [(&'static str, &'static str, &'static str, &'static [f64])],
 }
 
+/// How a scheme is built: from parameters already checked against its
+/// catalog entry, its time parameters multiplied by the scale.
+pub type BuildFn = fn(&Params, TimeScale) -> Result<Box<dyn Program>, SchemeError>;
+
 /// One scheme: everything the rest of weft knows of it. Adding a scheme is
 /// its module plus one line in [`REGISTRY`].
 #[derive(Debug, Clone, Copy)]
 pub struct Scheme {
     /// Name, source, summary and parameters (`weft schemes`).
     pub info: fn() -> SchemeInfo,
-    /// Builds the program from parameters already checked against `info`.
-    pub build: fn(&Params) -> Result<Box<dyn Program>, SchemeError>,
+    /// Builds the program from parameters already checked against `info`,
+    /// its time parameters multiplied by the scale.
+    pub build: BuildFn,
     /// Its metrics.
     pub metrics: SchemeMetrics,
 }
@@ -132,8 +211,9 @@ pub fn catalog() -> Vec<SchemeInfo> {
     REGISTRY.iter().map(|s| (s.info)()).collect()
 }
 
-/// Builds scheme `name` with `params` (unknown parameters are errors).
-pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeError> {
+/// Builds scheme `name` with `params` (unknown parameters are errors), its
+/// time parameters multiplied by `scale`.
+pub fn build(name: &str, params: &Params, scale: TimeScale) -> Result<Box<dyn Program>, SchemeError> {
     let Some((scheme, info)) = REGISTRY.iter().map(|s| (s, (s.info)())).find(|(_, i)| i.name == name) else {
         return Err(SchemeError::Unknown { name: name.into(), known: catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", ") });
     };
@@ -146,7 +226,12 @@ pub fn build(name: &str, params: &Params) -> Result<Box<dyn Program>, SchemeErro
             });
         }
     }
-    (scheme.build)(params)
+    (scheme.build)(params, scale)
+}
+
+/// The catalog entry of scheme `name`.
+pub fn info(name: &str) -> Option<SchemeInfo> {
+    REGISTRY.iter().map(|s| (s.info)()).find(|i| i.name == name)
 }
 
 /// Parses parameter `key` of `scheme` from `params`, or returns `default`.
@@ -193,4 +278,30 @@ pub(crate) fn param_us(scheme: &str, params: &Params, key: &str, default: f64, p
 /// installs it.
 pub fn leaf_of_route(route: &weft_tofino::l3::Route) -> Option<u32> {
     route.dst_leaf.map(u32::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_scale_is_the_rate_ratio_and_rounds_to_the_nanosecond() {
+        let s = TimeScale::for_rates(BitRate::gbps(100), BitRate::gbps(25));
+        assert_eq!(s.factor(), 4.0);
+        assert_eq!(s.ns(100_000), 400_000);
+        let tiny = TimeScale::new(1e-6).expect("positive");
+        assert_eq!(tiny.ns(0), 0, "zero (off) stays off");
+        assert_eq!(tiny.ns(10), 1, "a positive time stays positive");
+        assert_eq!(TimeScale::for_rates(BitRate::gbps(1), BitRate(0)), TimeScale::ONE);
+        assert!(TimeScale::new(0.0).is_none() && TimeScale::new(f64::NAN).is_none());
+        assert!(TimeScale::try_from(-1.0).is_err(), "the wire form is checked too");
+    }
+
+    #[test]
+    fn time_parameters_are_the_microsecond_ones_and_every_scheme_that_has_one_has_a_reference_rate() {
+        for s in catalog() {
+            let has_time = s.params.iter().any(ParamInfo::is_time);
+            assert_eq!(has_time, s.reference_rate.is_some(), "{}", s.name);
+        }
+    }
 }

@@ -30,6 +30,7 @@ pub fn info() -> SchemeInfo {
         name: "rps",
         source: "LBSP paper (Appl. Sci. 2021) §2.3, §4: the original packet scatter (Dixit et al., INFOCOM 2013)",
         summary: "per packet: a uniformly random up port among all equal-cost next hops",
+        reference_rate: None,
         params,
     }
 }
@@ -80,7 +81,7 @@ impl Program for Rps {
 /// The registry entry of `rps` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(Rps::from_params(p)?)),
+    build: |p, _| Ok(Box::new(Rps::from_params(p)?)),
     metrics: crate::SchemeMetrics {
         counters: &[("rps_decisions", "Packets sprayed to a random port of an equal-cost group of two or more up ports.")],
         gauges: &[],

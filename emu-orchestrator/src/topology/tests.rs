@@ -256,7 +256,7 @@ fn per_scheme_parameters_apply_only_to_their_scheme() {
             if let Some(s) = n.as_switch() {
                 let mut s = s.clone();
                 s.scheme = "ecmp".into();
-                assert!(emu_node::schemes::build("ecmp", &s.effective_params()).is_ok(), "{name}");
+                assert!(emu_node::schemes::build("ecmp", &s.effective_params(), Default::default()).is_ok(), "{name}");
             }
         }
     }

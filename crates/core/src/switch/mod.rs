@@ -377,7 +377,7 @@ impl Switch {
     /// Builds the switch of fabric node `node` (id `id`) with its scheme.
     pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: SwitchConfig) -> Result<Self, SwitchError> {
         let spec = node.as_switch().ok_or_else(|| SwitchError::NotASwitch(node.name.clone()))?;
-        let program = schemes::build(&spec.scheme, &spec.effective_params())
+        let program = schemes::build(&spec.scheme, &spec.effective_params(), spec.time_scale)
             .map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
         Self::with_program(id, node, cfg, program)
     }

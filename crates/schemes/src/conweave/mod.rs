@@ -90,7 +90,7 @@ mod source;
 mod state;
 
 use super::ecmp::{flow_hash, select_resilient};
-use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo};
+use super::{param_in, param_us, ParamInfo, Params, SchemeError, SchemeInfo, TimeScale};
 use frames::{Connection, TimerInfo};
 use state::*;
 use std::collections::BTreeMap;
@@ -101,7 +101,7 @@ use weft_wire::conweave::{self as cwire, ts16, ts16_diff_ns, CwBits, CwOpcode};
 use weft_wire::frame::FrameKind;
 use weft_wire::ids::{PortId, QueueId};
 use weft_wire::ipv4;
-use weft_wire::time::Nanos;
+use weft_wire::time::{BitRate, Nanos};
 
 /// Catalog entry.
 pub fn info() -> SchemeInfo {
@@ -109,6 +109,7 @@ pub fn info() -> SchemeInfo {
         name: "conweave",
         source: "ConWeave (SIGCOMM'23) §3, Appendix A",
         summary: "RTT-triggered rerouting at the source ToR, in-network reordering with paused queues at the destination ToR",
+        reference_rate: Some(BitRate::gbps(100)),
         params: vec![
             ParamInfo { name: "theta_reply_us", default: "8", unit: "µs", doc: "RTT_REPLY cut-off that triggers a reroute" },
             ParamInfo {
@@ -222,6 +223,8 @@ struct Counters {
 #[derive(Debug, Clone)]
 pub struct ConWeave {
     explicit: Params,
+    /// Multiplier of its time parameters (DESIGN §6.2).
+    scale: TimeScale,
     times: Times,
     conn_entries: u32,
     sample_ns: Nanos,
@@ -257,6 +260,7 @@ impl ConWeave {
         let conn_entries = param_in("conweave", p, "conn_entries", "u32 > 0", 4096u32, |e| *e > 0)?;
         Ok(ConWeave {
             explicit: p.clone(),
+            scale: TimeScale::ONE,
             times,
             conn_entries,
             sample_ns: us(p, "sample_us", 10.0)?.max(1),
@@ -272,6 +276,19 @@ impl ConWeave {
             last_buffer_bytes: 0,
             sampled_until: 0,
         })
+    }
+
+    /// Its thresholds and sample period multiplied by `s`, also the
+    /// defaults it picks when attached to a lossless or 3-tier fabric
+    /// (DESIGN §6.2).
+    pub fn time_scaled(mut self, s: TimeScale) -> Self {
+        self.scale = s;
+        let t = &mut self.times;
+        for v in [&mut t.reply, &mut t.path_busy, &mut t.inactive, &mut t.resume_extra, &mut t.resume_default] {
+            *v = s.ns(*v);
+        }
+        self.sample_ns = s.ns(self.sample_ns).max(1);
+        self
     }
 
     fn faces_host(&self, p: PortId) -> bool {
@@ -349,19 +366,19 @@ impl Program for ConWeave {
             // theta_resume_extra_us=16 for that. (With 16 µs, weft's
             // T_resume expiries on their 50 % flow files are 16 vs 8 and
             // 9 vs 6 of ~15 000 reorder episodes: EXPERIMENTS.md, issue 11.)
-            self.times.resume_extra = 64_000;
+            self.times.resume_extra = self.scale.ns(64_000);
         }
         if self.upper_fanout > 1 {
             // 3-tier defaults (DESIGN §6.1, the authors' fat-tree setup).
             let set = |k: &str| self.explicit.contains_key(k);
             if !set("theta_path_busy_us") {
-                self.times.path_busy = 16_000;
+                self.times.path_busy = self.scale.ns(16_000);
             }
             if !set("theta_inactive_us") {
-                self.times.inactive = 1_000_000;
+                self.times.inactive = self.scale.ns(1_000_000);
             }
             if !set("theta_resume_default_us") {
-                self.times.resume_default = 600_000;
+                self.times.resume_default = self.scale.ns(600_000);
             }
         }
     }
@@ -513,7 +530,7 @@ impl Program for ConWeave {
 /// The registry entry of `conweave` (see [`crate::REGISTRY`]).
 pub const SCHEME: crate::Scheme = crate::Scheme {
     info,
-    build: |p| Ok(Box::new(ConWeave::from_params(p)?)),
+    build: |p, s| Ok(Box::new(ConWeave::from_params(p)?.time_scaled(s))),
     metrics: crate::SchemeMetrics {
         counters: &[
             ("conweave_reroutes", "Connections the source ToR moved to a new path (RTT_REPLY timeout → TAIL + REROUTED)."),
