@@ -9,10 +9,22 @@
 //! emulated fabric is IPv4). The TAP fd stays valid across the move.
 //!
 //! [`TapNic`] is the host side of the access link: frames the kernel sends
-//! leave at the link rate (a serializer, like every port), are dropped when
-//! more than `queue_ns` of frames wait (the NIC ring), and reach the ToR
+//! leave at the link rate (a serializer, like every port) and reach the ToR
 //! `delay` after their last bit. Invariant: the frames a host sends never
 //! exceed its link rate over any window.
+//!
+//! Back-pressure, as a real NIC gives it (issue 17): a NIC never drops what
+//! the kernel hands it; when its ring is full the kernel's qdisc holds the
+//! packets and TCP's small-queue limit holds the sender. Two parts: the
+//! host's `eth0` gets a token-bucket qdisc (`tc ... tbf`) at the link rate
+//! (burst two frames or 1 ms, queue 20 ms or 32 frames), so the kernel
+//! hands frames to the TAP no faster than the link takes them and keeps the
+//! rest in its own queue (a full qdisc refuses the packet to TCP, which
+//! retries it: a local drop, not a loss in the network); and the reader
+//! stops reading the TAP while more than `queue_ns` of frames wait in the
+//! NIC model (the TAP's ring then holds them), instead of dropping. A TAP
+//! alone gives no back-pressure: the kernel's tun driver drops when its
+//! ring is full, so the qdisc is what makes the kernel wait.
 
 use crate::clock::DeadlineScheduler;
 use crate::inbox::InboxSender;
@@ -100,7 +112,7 @@ pub struct TapHost {
 
 /// Creates the namespace `netns` and its TAP-backed `eth0` configured from
 /// `spec`. Must run inside a tokio runtime.
-pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rxe: bool) -> Result<TapHost, TapError> {
+pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rate: BitRate, rxe: bool) -> Result<TapHost, TapError> {
     if rxe && !kernel_has_rxe() {
         return Err(TapError::NoRxe(netns.to_string()));
     }
@@ -126,6 +138,7 @@ pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rxe: b
             .into_iter()
             .next()
             .ok_or_else(|| TapError::Command { cmd: "TUNSETIFF".into(), stderr: "no queue returned".into() })?;
+        let qdisc = host_qdisc(rate, mtu);
         let mac = spec.mac.to_string();
         let mtu = mtu.to_string();
         let addr = format!("{}/{}", spec.ip, spec.prefix_len);
@@ -139,6 +152,9 @@ pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rxe: b
         run(&["ip", "-n", netns, "link", "set", "eth0", "up"])?;
         run(&["ip", "-n", netns, "link", "set", "lo", "up"])?;
         run(&["ip", "-n", netns, "route", "add", "default", "via", &gw])?;
+        let (rate, burst, limit) = qdisc;
+        let (rate, burst, limit) = (format!("{rate}bit"), burst.to_string(), limit.to_string());
+        run(&["tc", "-n", netns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", &burst, "limit", &limit])?;
         if rxe {
             run(&["ip", "netns", "exec", netns, "rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "eth0"])?;
         }
@@ -151,6 +167,15 @@ pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rxe: b
             Err(e)
         }
     }
+}
+
+/// The host's qdisc at link `rate` (bits/s, bucket bytes, queue bytes): a
+/// token bucket at the link rate whose bucket holds two frames or 1 ms of
+/// the rate, and whose queue holds 20 ms of it or 32 frames.
+pub fn host_qdisc(rate: BitRate, mtu: u16) -> (u64, u64, u64) {
+    let frame = mtu as u64 + 14;
+    let per_ms = rate.bps() / 8 / 1000;
+    (rate.bps().max(8), (2 * frame).max(per_ms), (32 * frame).max(20 * per_ms))
 }
 
 /// Writes frames into TAP devices from a thread of its own.
@@ -205,8 +230,11 @@ pub struct TapNic {
 pub struct TapCounters {
     /// Frames read from the TAP.
     pub rx_frames: AtomicU64,
-    /// Frames dropped because the NIC queue was full.
+    /// Frames dropped because the NIC queue was full (only when its rate
+    /// drops under a full queue: the reader waits rather than drop).
     pub queue_drops: AtomicU64,
+    /// Times the reader stopped reading because the NIC queue was full.
+    pub pauses: AtomicU64,
     /// Frames dropped because the link was down.
     pub link_down_drops: AtomicU64,
 }
@@ -237,6 +265,12 @@ impl TapNic {
     pub fn is_up(&self) -> bool {
         self.up
     }
+    /// When the NIC queue will hold no more than `queue_ns` of frames again,
+    /// if it holds more at `now` (the reader waits until then).
+    pub fn full_until(&self, now: Nanos) -> Option<Nanos> {
+        let until = self.serializer.busy_until().checked_sub(self.queue_ns)?;
+        (self.up && until > now).then_some(until)
+    }
 }
 
 /// Reads frames the host sends and delivers them to its ToR's port when due.
@@ -249,7 +283,23 @@ pub async fn run_tap_reader(
     sched: DeadlineScheduler,
 ) {
     let mut buf = vec![0u8; 65536];
-    while let Ok(n) = tun.recv(&mut buf).await {
+    loop {
+        // Back-pressure: while the NIC queue is full, leave the frames in
+        // the TAP's ring (and the host's qdisc) instead of dropping them.
+        let full = nic.lock().ok().and_then(|n| n.full_until(sched.now()));
+        if let Some(until) = full {
+            counters.pauses.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            sched.at(
+                until,
+                Box::new(move |_| {
+                    let _ = tx.send(());
+                }),
+            );
+            let _ = rx.await;
+            continue;
+        }
+        let Ok(n) = tun.recv(&mut buf).await else { break };
         counters.rx_frames.fetch_add(1, Ordering::Relaxed);
         let now = sched.now();
         let due = match nic.lock() {
@@ -291,5 +341,24 @@ mod tests {
         assert_eq!(nic.depart(0, 1500), None);
         nic.apply(200_000, LinkChange::Down);
         assert_eq!(nic.depart(200_000, 1500), None);
+    }
+
+    #[test]
+    fn a_full_nic_queue_says_until_when_the_reader_waits() {
+        let mut nic = TapNic::new(BitRate::mbps(10), 0, 1_000_000);
+        // 1500 B at 10 Mbit/s = 1.2 ms: one frame fills the 1 ms queue.
+        assert_eq!(nic.full_until(0), None);
+        assert_eq!(nic.depart(0, 1500), Some(1_200_000));
+        assert_eq!(nic.full_until(0), Some(200_000), "until 1 ms of the frame is left");
+        assert_eq!(nic.full_until(200_000), None);
+        nic.apply(0, LinkChange::Down);
+        assert_eq!(nic.full_until(0), None, "a down link drops, it does not hold");
+    }
+
+    #[test]
+    fn the_host_qdisc_shapes_at_the_link_rate_with_room_for_two_frames() {
+        assert_eq!(host_qdisc(BitRate::mbps(10), 1500), (10_000_000, 3028, 48_448));
+        // 1 Gbit/s: 1 ms = 125 kB of bucket, 20 ms = 2.5 MB of queue.
+        assert_eq!(host_qdisc(BitRate::gbps(1), 1500), (1_000_000_000, 125_000, 2_500_000));
     }
 }

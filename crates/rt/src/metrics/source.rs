@@ -70,6 +70,7 @@ impl MetricsSource {
             let l = [("host", host.as_str())];
             set.counter("weft_tap_rx_frames_total", &l, c.rx_frames.load(Ordering::Relaxed));
             set.counter("weft_tap_queue_drops_total", &l, c.queue_drops.load(Ordering::Relaxed));
+            set.counter("weft_tap_reader_pauses_total", &l, c.pauses.load(Ordering::Relaxed));
             set.counter("weft_tap_link_down_drops_total", &l, c.link_down_drops.load(Ordering::Relaxed));
         }
         let p = self.process.to_string();
