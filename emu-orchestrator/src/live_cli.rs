@@ -101,6 +101,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         topo.apply_placement(&p.display().to_string(), &text)?;
     }
     if let Some(s) = &a.scheme {
+        // An unknown --scheme says so without naming a switch.
         emu_node::schemes::build(s, &Default::default(), Default::default())?;
     }
     let (params, transport) = crate::split_sets(&a.set)?;

@@ -283,11 +283,12 @@ pub async fn run_tap_reader(
     sched: DeadlineScheduler,
 ) {
     let mut buf = vec![0u8; 65536];
+    // When the NIC queue, full after the last frame, has room again.
+    let mut full: Option<Nanos> = None;
     loop {
         // Back-pressure: while the NIC queue is full, leave the frames in
         // the TAP's ring (and the host's qdisc) instead of dropping them.
-        let full = nic.lock().ok().and_then(|n| n.full_until(sched.now()));
-        if let Some(until) = full {
+        if let Some(until) = full.take() {
             counters.pauses.fetch_add(1, Ordering::Relaxed);
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
             sched.at(
@@ -297,7 +298,6 @@ pub async fn run_tap_reader(
                 }),
             );
             let _ = rx.await;
-            continue;
         }
         let Ok(n) = tun.recv(&mut buf).await else { break };
         counters.rx_frames.fetch_add(1, Ordering::Relaxed);
@@ -310,6 +310,7 @@ pub async fn run_tap_reader(
                     let c = if up { &counters.queue_drops } else { &counters.link_down_drops };
                     c.fetch_add(1, Ordering::Relaxed);
                 }
+                full = nic.full_until(now);
                 d
             }
             Err(_) => None,

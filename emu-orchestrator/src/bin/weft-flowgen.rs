@@ -33,6 +33,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use emu_node::host::udp::poisson_gap;
 use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -190,7 +191,7 @@ fn duration(name: &str, s: &str) -> Result<u64> {
 }
 
 fn destination(s: &str) -> Result<SocketAddr> {
-    let with_port = if s.parse::<SocketAddr>().is_ok() || s.contains(':') { s.to_string() } else { format!("{s}:{PORT}") };
+    let with_port = if s.contains(':') { s.to_string() } else { format!("{s}:{PORT}") };
     with_port
         .to_socket_addrs()
         .with_context(|| format!("destination `{s}`"))?
@@ -209,26 +210,33 @@ fn write_json(out: &Option<std::path::PathBuf>, v: &impl Serialize) -> Result<()
     }
 }
 
-/// Exponential gaps of mean `mean_ns` (or constant ones), from a seeded
-/// generator: the inter-departure times of a Poisson process.
+/// Exponential gaps of mean `mean_ns` (or constant ones): the
+/// inter-departure times of a Poisson process, the n-th drawn by the
+/// synthetic UDP host's [`poisson_gap`] for stream `key` (what a virtual-time
+/// flow list's `mean_gap_seconds` uses).
 struct Gaps {
-    rng: rand_chacha::ChaCha8Rng,
-    mean_ns: f64,
+    key: u32,
+    n: u32,
+    mean_ns: u64,
     constant: bool,
 }
 
 impl Gaps {
-    fn new(seed: u64, mean_ns: f64, constant: bool) -> Self {
-        Gaps { rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed), mean_ns, constant }
+    fn new(key: u32, mean_ns: f64, constant: bool) -> Self {
+        Gaps { key, n: 0, mean_ns: mean_ns.round() as u64, constant }
     }
     fn next_ns(&mut self) -> u64 {
         if self.constant {
-            return self.mean_ns.round() as u64;
+            return self.mean_ns;
         }
-        // 1 - U is in (0, 1]: ln is finite.
-        let u: f64 = 1.0 - self.rng.random::<f64>();
-        (-u.ln() * self.mean_ns).round() as u64
+        self.n = self.n.wrapping_add(1);
+        poisson_gap(self.key, self.n, self.mean_ns)
     }
+}
+
+/// The gap stream of flow `flow` of a sender seeded `seed`.
+fn stream_key(seed: u64, flow: u32) -> u32 {
+    (seed as u32).wrapping_mul(0x9e37_79b9) ^ flow
 }
 
 /// Sleeps until `deadline` (coarse sleep, then a short spin: departures
@@ -286,7 +294,6 @@ fn udp(a: UdpArgs) -> Result<()> {
     if a.sport > 0 && a.sport as u32 + a.flows > 65_536 {
         bail!("--sport {} + {} flows runs past port 65535", a.sport, a.flows);
     }
-    let mut gaps = Gaps::new(a.seed, mean_ns, a.constant);
     let mut buf = vec![0u8; a.packet - IP_UDP];
     let mut sent = Vec::new();
     let t0 = Instant::now();
@@ -300,6 +307,7 @@ fn udp(a: UdpArgs) -> Result<()> {
         sleep_until(flow_start);
         let (mut at, start_ns, first) = (Instant::now(), now_ns(), Instant::now());
         let mut errors = 0;
+        let mut gaps = Gaps::new(stream_key(a.seed, flow), mean_ns, a.constant);
         for seq in 0..packets {
             sleep_until(at);
             buf[0..4].copy_from_slice(&MAGIC.to_be_bytes());
@@ -498,7 +506,7 @@ fn tcp(a: TcpArgs) -> Result<()> {
         _ => bail!("give --mean-gap, or --load with --rate"),
     };
     let timeout = Duration::from_nanos(duration("timeout", &a.timeout)?.max(1));
-    let mut gaps = Gaps::new(a.seed ^ 0x9e37_79b9_7f4a_7c15, mean_gap_ns, false);
+    let mut gaps = Gaps::new(stream_key(a.seed, u32::MAX), mean_gap_ns, false);
     let (tx, rx) = mpsc::channel();
     let t0 = Instant::now();
     let mut at = 0u64;
