@@ -543,6 +543,19 @@ fn print_summary(s: &Summary, wall: std::time::Duration, threads: usize) {
             c("int_best_choices"),
             c("int_best_changes")
         ),
+        "p4te" => println!(
+            "  p4te                {} events (delay {}, queue {}, utilisation {}), {} ports regrouped; {} flowlets, {} upward packets without a group; FACKs {} down / {} up, {} blocked within B",
+            c("p4te_delay_events") + c("p4te_queue_events") + c("p4te_util_events"),
+            c("p4te_delay_events"),
+            c("p4te_queue_events"),
+            c("p4te_util_events"),
+            c("p4te_regroups"),
+            c("p4te_new_flowlets"),
+            c("p4te_no_group"),
+            c("p4te_facks_decrease"),
+            c("p4te_facks_increase"),
+            c("p4te_rate_control_blocked")
+        ),
         "lbsp" => {
             println!(
                 "  lbsp                {} packets up, {} moved by failure entries, {} by states ({} state changes); {} link failures and {} recoveries found, {} table writes",

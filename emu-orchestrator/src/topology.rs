@@ -62,6 +62,8 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("leaf-spine-int-tap", include_str!("../../topologies/leaf-spine-int-tap.toml")),
     ("fat-tree-int", include_str!("../../topologies/fat-tree-int.toml")),
     ("fat-tree-int-tap", include_str!("../../topologies/fat-tree-int-tap.toml")),
+    ("p4te-leaf-spine", include_str!("../../topologies/p4te-leaf-spine.toml")),
+    ("p4te-leaf-spine-tap", include_str!("../../topologies/p4te-leaf-spine-tap.toml")),
     ("explicit-example", include_str!("../../topologies/explicit-example.toml")),
 ];
 

@@ -28,6 +28,7 @@ pub mod flowlet;
 pub mod int_nexthop;
 pub mod lbsp;
 pub mod letflow;
+pub mod p4te;
 pub mod rps;
 
 use std::collections::BTreeMap;
@@ -203,8 +204,17 @@ pub struct Scheme {
 }
 
 /// Every scheme weft has.
-pub const REGISTRY: &[Scheme] =
-    &[ecmp::SCHEME, rps::SCHEME, letflow::SCHEME, drill::SCHEME, conga::SCHEME, conweave::SCHEME, lbsp::SCHEME, int_nexthop::SCHEME];
+pub const REGISTRY: &[Scheme] = &[
+    ecmp::SCHEME,
+    rps::SCHEME,
+    letflow::SCHEME,
+    drill::SCHEME,
+    conga::SCHEME,
+    conweave::SCHEME,
+    lbsp::SCHEME,
+    int_nexthop::SCHEME,
+    p4te::SCHEME,
+];
 
 /// Every scheme's information, in registry order.
 pub fn catalog() -> Vec<SchemeInfo> {

@@ -17,6 +17,8 @@
 //!   stage-order rules enforced at run time;
 //! - [`program`]: the [`Program`] trait schemes implement and the
 //!   ingress/egress/CPU contexts;
+//! - [`meters`]: RFC 2697/2698 colour markers (srTCM, trTCM) executed
+//!   with the register access rules;
 //! - [`tables`]: exact-match tables the switch CPU writes and the
 //!   pipelines look up;
 //! - [`tm`]: the traffic manager (queues, shared buffer, scheduler, ECN, PFC);
@@ -33,6 +35,7 @@
 
 pub mod depth_histogram;
 pub mod l3;
+pub mod meters;
 pub mod program;
 pub mod registers;
 pub mod resources;
@@ -40,6 +43,7 @@ pub mod tables;
 pub mod target;
 pub mod tm;
 
+pub use meters::{Color, MeterConfig, MeterId, MeterKind};
 pub use program::{Declarations, EgressCx, IngressCx, PacketSource, Program, SwitchRole, SwitchView, Verdict};
 pub use registers::{ProgramError, RegisterFile, RegisterId};
 pub use resources::{Gress, ResourceError, ResourceReport, ResourceUsage, TableKind};

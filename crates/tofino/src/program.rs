@@ -20,8 +20,9 @@
 //! egress-to-ingress array ([`Declarations::egress_to_ingress`]).
 
 use super::l3::{Route, RouteTable};
+use super::meters::{Color, MeterConfig, MeterId, MeterKind};
 use super::registers::{PassState, ProgramError, RegisterFile, RegisterId};
-use super::resources::{Gress, HashDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
+use super::resources::{Gress, HashDecl, MeterDecl, RegisterDecl, ResourceUsage, TableDecl, TableKind};
 use super::tables::{TableFile, TableId};
 pub use super::tm::QueueDepths;
 use super::tm::TmConfig;
@@ -106,6 +107,13 @@ impl Declarations {
         let id = self.register(name, Gress::Ingress, stage, entries, width_bits);
         self.published.push(id);
         id
+    }
+    /// Declares a meter array of `entries` in `stage` (see
+    /// [`crate::meters`]); the control plane configures its entries
+    /// ([`Program::control_plane_init`]).
+    pub fn meter(&mut self, name: &str, gress: Gress, stage: u8, entries: u32, kind: MeterKind) -> MeterId {
+        self.usage.meters.push(MeterDecl { name: name.into(), gress, stage, entries, kind });
+        MeterId((self.usage.meters.len() - 1) as u16)
     }
     /// Declares a match table; the switch CPU fills it (exact match, see
     /// [`crate::tables`]), the pipelines look it up.
@@ -223,6 +231,10 @@ pub enum EmitTarget {
     Port(PortId, QueueId),
     /// Around the recirculation port (back into ingress, ~1 µs later).
     Recirculate,
+    /// To the switch CPU through the CPU port ([`Program::cpu_receive`]):
+    /// a mirrored copy whose mirror header carries what the program put in
+    /// the frame, as Tofino's mirror sessions to the CPU port do.
+    Cpu,
 }
 
 /// A frame the program makes from the current packet: on the hardware, a
@@ -326,6 +338,12 @@ impl<'a> PassRegisters<'a> {
     pub fn access<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.regs.access(&mut self.pass, reg, index, f)
     }
+    /// Executes meter `id[index]` on a packet of `bytes` at `now` (one
+    /// access per pass, as a register).
+    #[inline]
+    pub fn meter(&mut self, id: MeterId, index: u32, now: Nanos, bytes: u64) -> Result<Color, ProgramError> {
+        self.regs.execute_meter(&mut self.pass, id, index, now, bytes)
+    }
     /// Egress's write into an egress-to-ingress array.
     #[inline]
     pub fn publish(&mut self, reg: RegisterId, index: u32, value: u64) -> Result<(), ProgramError> {
@@ -384,6 +402,12 @@ impl IngressCx<'_> {
     #[inline]
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.registers.access(reg, index, f)
+    }
+    /// Executes meter `id[index]` on this packet (its whole frame length).
+    #[inline]
+    pub fn meter(&mut self, id: MeterId, index: u32) -> Result<Color, ProgramError> {
+        let (now, bytes) = (self.now, self.frame.len() as u64);
+        self.registers.meter(id, index, now, bytes)
     }
     /// Entry `index` of an egress-to-ingress array as egress last
     /// [published](EgressCx::publish) it (see
@@ -504,6 +528,12 @@ impl EgressCx<'_> {
     #[inline]
     pub fn register<R>(&mut self, reg: RegisterId, index: u32, f: impl FnOnce(u64) -> (u64, R)) -> Result<R, ProgramError> {
         self.registers.access(reg, index, f)
+    }
+    /// Executes meter `id[index]` on this packet (its whole frame length).
+    #[inline]
+    pub fn meter(&mut self, id: MeterId, index: u32) -> Result<Color, ProgramError> {
+        let (now, bytes) = (self.now, self.frame.len() as u64);
+        self.registers.meter(id, index, now, bytes)
     }
     /// Writes entry `index` of an egress-to-ingress array (see
     /// [`Declarations::egress_to_ingress`]); ingress sees it from the next
@@ -642,6 +672,19 @@ impl SwitchView {
     }
 }
 
+/// What the control plane installs when the program is loaded, before the
+/// switch takes traffic (the initialisation phase of P4TE §5: meter rates,
+/// initial table entries, initial register values).
+#[derive(Debug, Clone, Default)]
+pub struct ControlPlaneInit {
+    /// Meter entries to configure.
+    pub meters: Vec<(MeterId, u32, MeterConfig)>,
+    /// Table entries to install.
+    pub tables: Vec<(TableId, u64, u64)>,
+    /// Register entries to set.
+    pub registers: Vec<(RegisterId, u32, u64)>,
+}
+
 /// A data-plane program (a load-balancing scheme).
 ///
 /// Call order: [`declare`](Program::declare) once at load, then
@@ -667,6 +710,11 @@ pub trait Program: Send {
     /// leaf-spine).
     fn check_fabric(&self, _view: &SwitchView) -> Result<(), String> {
         Ok(())
+    }
+    /// What the control plane installs at load (called once, after
+    /// [`attach`](Program::attach)); default nothing.
+    fn control_plane_init(&mut self) -> ControlPlaneInit {
+        ControlPlaneInit::default()
     }
     /// Adjusts the traffic manager's queue layout (priorities, weights)
     /// before the switch is built, as the TM is configured with the program.

@@ -11,8 +11,10 @@
 //! Violations are [`ProgramError`]s: tests fail on them, the switch counts
 //! them (`program_errors`) and drops the packet.
 
-use super::resources::{Gress, RegisterDecl};
+use super::meters::{Color, MeterConfig, MeterId, MeterState};
+use super::resources::{Gress, MeterDecl, RegisterDecl};
 use serde::Serialize;
+use weft_wire::time::Nanos;
 
 /// Handle of a declared register array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -63,6 +65,9 @@ pub enum ProgramError {
     /// not declared with [`crate::Declarations::egress_to_ingress`].
     #[error("register `{0}` is not published from egress to ingress")]
     NotPublished(String),
+    /// An unknown meter handle.
+    #[error("unknown meter id {0}")]
+    UnknownMeter(u16),
     /// An unknown register handle.
     #[error("unknown register id {0}")]
     UnknownRegister(u16),
@@ -89,9 +94,19 @@ struct Array {
     published: bool,
 }
 
-/// All register arrays of a loaded program.
+/// A meter array: per entry its configuration (`None`: unconfigured,
+/// every packet green) and buckets.
+struct MeterArray {
+    decl: MeterDecl,
+    configs: Vec<Option<MeterConfig>>,
+    state: Vec<MeterState>,
+    last_pass: u64,
+}
+
+/// All register (and meter) arrays of a loaded program.
 pub struct RegisterFile {
     arrays: Vec<Array>,
+    meters: Vec<MeterArray>,
 }
 
 /// The state of one pass through one pipeline (what a packet carries).
@@ -116,7 +131,63 @@ impl RegisterFile {
                     published: false,
                 })
                 .collect(),
+            meters: Vec::new(),
         }
+    }
+
+    /// Adds the declared meter arrays (unconfigured: every packet green).
+    #[must_use]
+    pub fn with_meters(mut self, decls: &[MeterDecl]) -> Self {
+        self.meters = decls
+            .iter()
+            .map(|d| MeterArray {
+                decl: d.clone(),
+                configs: vec![None; d.entries as usize],
+                state: vec![MeterState::default(); d.entries as usize],
+                last_pass: 0,
+            })
+            .collect();
+        self
+    }
+
+    /// Executes meter `id[index]` on a packet of `bytes` at `now`, with the
+    /// register access rules (once per pass, stage order, its pipeline).
+    pub fn execute_meter(&mut self, pass: &mut PassState, id: MeterId, index: u32, now: Nanos, bytes: u64) -> Result<Color, ProgramError> {
+        let m = self.meters.get_mut(id.0 as usize).ok_or(ProgramError::UnknownMeter(id.0))?;
+        if m.decl.gress != pass.gress {
+            return Err(ProgramError::WrongGress { register: m.decl.name.clone(), owner: m.decl.gress, from: pass.gress });
+        }
+        if m.last_pass == pass.serial {
+            return Err(ProgramError::DoubleAccess { register: m.decl.name.clone(), stage: m.decl.stage });
+        }
+        if m.decl.stage < pass.stage {
+            return Err(ProgramError::StageOrder { register: m.decl.name.clone(), stage: m.decl.stage, current: pass.stage });
+        }
+        let entries = m.state.len() as u32;
+        let (Some(state), Some(cfg)) = (m.state.get_mut(index as usize), m.configs.get(index as usize)) else {
+            return Err(ProgramError::IndexOutOfRange { register: m.decl.name.clone(), index, entries });
+        };
+        m.last_pass = pass.serial;
+        pass.stage = m.decl.stage;
+        Ok(match cfg {
+            Some(cfg) => state.execute(m.decl.kind, cfg, now, bytes),
+            None => Color::Green,
+        })
+    }
+
+    /// Control-plane configuration of meter `id[index]` (its buckets start
+    /// full again).
+    pub fn configure_meter(&mut self, id: MeterId, index: u32, cfg: MeterConfig) -> Result<(), ProgramError> {
+        let m = self.meters.get_mut(id.0 as usize).ok_or(ProgramError::UnknownMeter(id.0))?;
+        let entries = m.state.len() as u32;
+        let slot = m.configs.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
+            register: m.decl.name.clone(),
+            index,
+            entries,
+        })?;
+        *slot = Some(cfg);
+        m.state[index as usize] = MeterState::default();
+        Ok(())
     }
 
     /// Executes one SALU access: `f` gets the old value and returns the new

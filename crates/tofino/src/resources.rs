@@ -14,7 +14,9 @@
 //!   bits) SRAM blocks;
 //! - a ternary/LPM table takes ceil(key / 44) x ceil(entries / 512) TCAM
 //!   blocks and ceil(entries x action / block bits) SRAM blocks;
-//! - a hash computation takes ceil(bits / 52) hash units.
+//! - a hash computation takes ceil(bits / 52) hash units;
+//! - a meter array takes one of the stage's meter/stateful ALUs (Tofino
+//!   shares them) and ceil(entries x 128 / block bits) SRAM blocks.
 
 use super::TargetProfile;
 use core::fmt;
@@ -82,6 +84,24 @@ pub struct TableDecl {
     pub action_bits: u32,
 }
 
+/// A declared meter array (see [`crate::meters`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct MeterDecl {
+    /// Name.
+    pub name: String,
+    /// Pipeline.
+    pub gress: Gress,
+    /// Stage.
+    pub stage: u8,
+    /// Number of entries.
+    pub entries: u32,
+    /// srTCM or trTCM.
+    pub kind: crate::meters::MeterKind,
+}
+
+/// Bits of SRAM one meter entry takes (two buckets, rates, timestamp).
+pub const METER_ENTRY_BITS: u64 = 128;
+
 /// A declared hash computation.
 #[derive(Debug, Clone, Serialize)]
 pub struct HashDecl {
@@ -104,6 +124,8 @@ pub struct ResourceUsage {
     pub tables: Vec<TableDecl>,
     /// Hashes.
     pub hashes: Vec<HashDecl>,
+    /// Meter arrays.
+    pub meters: Vec<MeterDecl>,
     /// Metadata bits the program adds to the PHV.
     pub metadata_bits: u32,
 }
@@ -211,6 +233,11 @@ impl ResourceUsage {
             s.sram += sram;
             s.tcam += tcam;
         }
+        for m in &self.meters {
+            let s = &mut out[gi(m.gress)][m.stage as usize];
+            s.salu += 1;
+            s.sram += (m.entries as u64 * METER_ENTRY_BITS).div_ceil(t.sram_block_bits).max(1);
+        }
         for h in &self.hashes {
             out[gi(h.gress)][h.stage as usize].hash += (h.bits as u64).div_ceil(t.hash_unit_bits as u64).max(1);
         }
@@ -221,15 +248,20 @@ impl ResourceUsage {
         let r = self.registers.iter().map(|r| r.stage);
         let t = self.tables.iter().map(|t| t.stage);
         let h = self.hashes.iter().map(|h| h.stage);
-        r.chain(t).chain(h).max()
+        let m = self.meters.iter().map(|m| m.stage);
+        r.chain(t).chain(h).chain(m).max()
     }
 
     fn names_at(&self, g: Gress, stage: u8, res: Resource) -> String {
         let mut v: Vec<&str> = Vec::new();
         match res {
-            Resource::Salu => v.extend(self.registers.iter().filter(|r| r.gress == g && r.stage == stage).map(|r| r.name.as_str())),
+            Resource::Salu => {
+                v.extend(self.registers.iter().filter(|r| r.gress == g && r.stage == stage).map(|r| r.name.as_str()));
+                v.extend(self.meters.iter().filter(|m| m.gress == g && m.stage == stage).map(|m| m.name.as_str()));
+            }
             Resource::Sram => {
                 v.extend(self.registers.iter().filter(|r| r.gress == g && r.stage == stage).map(|r| r.name.as_str()));
+                v.extend(self.meters.iter().filter(|m| m.gress == g && m.stage == stage).map(|m| m.name.as_str()));
                 v.extend(self.tables.iter().filter(|t| t.gress == g && t.stage == stage).map(|t| t.name.as_str()));
             }
             Resource::Tcam => v.extend(
@@ -277,6 +309,11 @@ impl ResourceUsage {
                     t.stages as u64,
                     format!("table `{}`", tb.name),
                 ));
+            }
+        }
+        for m in &self.meters {
+            if m.stage >= t.stages {
+                return Err(err(m.gress, m.stage, Resource::Stages, m.stage as u64 + 1, t.stages as u64, format!("meter `{}`", m.name)));
             }
         }
         for h in &self.hashes {

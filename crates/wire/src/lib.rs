@@ -35,6 +35,7 @@ pub mod frame;
 pub mod int;
 pub mod ipv4;
 pub mod lbsp;
+pub mod p4te;
 pub mod pfc;
 pub mod roce;
 pub mod tcp;

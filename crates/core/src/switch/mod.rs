@@ -410,11 +410,22 @@ impl Switch {
         declare_l3_tables(&mut decl, routes_spec.len() as u32);
         let Declared { usage, generators, port_down, port_status, published } = decl.into_parts();
         usage.check(&cfg.target).map_err(|source| SwitchError::Resources { switch: node.name.clone(), source })?;
-        let mut regs = RegisterFile::new(&usage.registers);
+        let mut regs = RegisterFile::new(&usage.registers).with_meters(&usage.meters);
         for id in published {
             regs.mark_published(id).map_err(|source| SwitchError::Program { switch: node.name.clone(), source })?;
         }
-        let tables = TableFile::new(&usage.tables);
+        let mut tables = TableFile::new(&usage.tables);
+        let init = program.control_plane_init();
+        let program_err = |source| SwitchError::Program { switch: node.name.clone(), source };
+        for (m, i, c) in init.meters {
+            regs.configure_meter(m, i, c).map_err(program_err)?;
+        }
+        for (t, k, d) in init.tables {
+            tables.cpu_write(t, k, Some(d)).map_err(program_err)?;
+        }
+        for (r, i, v) in init.registers {
+            regs.cpu_write(r, i, v).map_err(program_err)?;
+        }
         let routes = RouteTable::with_data(&routes_spec, |r| program.route_data(r));
         let nports = node.ports.len();
         let ports: Vec<Port> = node
@@ -910,6 +921,10 @@ impl Switch {
                     self.enqueue(now, Admission::plain(p, q), f, out);
                 }
                 EmitTarget::Port(..) => self.counters.drop_program += 1,
+                EmitTarget::Cpu => {
+                    let (cpu, cq) = (self.cpu_port(), self.tm.config().control_queue());
+                    self.enqueue(now, Admission::plain(cpu, cq), e.frame, out);
+                }
                 EmitTarget::Recirculate => self.recirculate(now, e.frame, in_port.unwrap_or(PortId(u16::MAX)), 1, out),
             }
         }
