@@ -154,15 +154,7 @@ impl RegisterFile {
     /// register access rules (once per pass, stage order, its pipeline).
     pub fn execute_meter(&mut self, pass: &mut PassState, id: MeterId, index: u32, now: Nanos, bytes: u64) -> Result<Color, ProgramError> {
         let m = self.meters.get_mut(id.0 as usize).ok_or(ProgramError::UnknownMeter(id.0))?;
-        if m.decl.gress != pass.gress {
-            return Err(ProgramError::WrongGress { register: m.decl.name.clone(), owner: m.decl.gress, from: pass.gress });
-        }
-        if m.last_pass == pass.serial {
-            return Err(ProgramError::DoubleAccess { register: m.decl.name.clone(), stage: m.decl.stage });
-        }
-        if m.decl.stage < pass.stage {
-            return Err(ProgramError::StageOrder { register: m.decl.name.clone(), stage: m.decl.stage, current: pass.stage });
-        }
+        check_pass(pass, &m.decl.name, m.decl.gress, m.decl.stage, m.last_pass)?;
         let entries = m.state.len() as u32;
         let (Some(state), Some(cfg)) = (m.state.get_mut(index as usize), m.configs.get(index as usize)) else {
             return Err(ProgramError::IndexOutOfRange { register: m.decl.name.clone(), index, entries });
@@ -201,15 +193,7 @@ impl RegisterFile {
         f: impl FnOnce(u64) -> (u64, R),
     ) -> Result<R, ProgramError> {
         let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
-        if a.decl.gress != pass.gress {
-            return Err(ProgramError::WrongGress { register: a.decl.name.clone(), owner: a.decl.gress, from: pass.gress });
-        }
-        if a.last_pass == pass.serial {
-            return Err(ProgramError::DoubleAccess { register: a.decl.name.clone(), stage: a.decl.stage });
-        }
-        if a.decl.stage < pass.stage {
-            return Err(ProgramError::StageOrder { register: a.decl.name.clone(), stage: a.decl.stage, current: pass.stage });
-        }
+        check_pass(pass, &a.decl.name, a.decl.gress, a.decl.stage, a.last_pass)?;
         let entries = a.data.len() as u32;
         let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
             register: a.decl.name.clone(),
@@ -275,6 +259,23 @@ impl RegisterFile {
     pub fn cpu_read(&self, id: RegisterId, index: u32) -> Option<u64> {
         self.arrays.get(id.0 as usize)?.data.get(index as usize).copied()
     }
+}
+
+/// The pass rules of one stateful-ALU access (a register or a meter of
+/// `gress`, `stage`, last accessed in pass `last_pass`): its own pipeline,
+/// once per pass, never behind a later stage.
+#[inline]
+fn check_pass(pass: &PassState, name: &str, gress: Gress, stage: u8, last_pass: u64) -> Result<(), ProgramError> {
+    if gress != pass.gress {
+        return Err(ProgramError::WrongGress { register: name.to_string(), owner: gress, from: pass.gress });
+    }
+    if last_pass == pass.serial {
+        return Err(ProgramError::DoubleAccess { register: name.to_string(), stage });
+    }
+    if stage < pass.stage {
+        return Err(ProgramError::StageOrder { register: name.to_string(), stage, current: pass.stage });
+    }
+    Ok(())
 }
 
 impl PassState {
