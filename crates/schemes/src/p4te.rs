@@ -522,13 +522,9 @@ impl P4te {
     }
 
     /// The first group (by priority) of `metric`'s table with an up member,
-    /// and the member the flow hashes to.
-    fn candidate(&self, cx: &IngressCx<'_>, metric: Metric, hash: u32) -> Result<Option<PortId>, ProgramError> {
+    /// and the member the flow hashes to (`up_mask`: the up ports, bit per port).
+    fn candidate(&self, cx: &IngressCx<'_>, metric: Metric, hash: u32, up_mask: u64) -> Result<Option<PortId>, ProgramError> {
         let Some(t) = self.tables[metric as usize] else { return Ok(None) };
-        let mut up_mask = 0u64;
-        for (i, up) in cx.port_up.iter().enumerate().take(64) {
-            up_mask |= (*up as u64) << i;
-        }
         for g in 0..self.groups {
             let Some(members) = cx.table(t, g as u64)? else { continue };
             let alive = members & up_mask;
@@ -773,10 +769,11 @@ impl Program for P4te {
             cx.group.first().copied().filter(|p| up(cx, *p))
         } else {
             // Algorithm 3.
+            let up_mask = cx.port_up.iter().take(64).enumerate().fold(0u64, |m, (i, up)| m | (*up as u64) << i);
             let candidates = [
-                self.candidate(cx, Metric::Delay, hash)?,
-                self.candidate(cx, Metric::QueueDepth, hash)?,
-                self.candidate(cx, Metric::Utilization, hash)?,
+                self.candidate(cx, Metric::Delay, hash, up_mask)?,
+                self.candidate(cx, Metric::QueueDepth, hash, up_mask)?,
+                self.candidate(cx, Metric::Utilization, hash, up_mask)?,
             ];
             let chosen = select_port(class.map(|c| c.1), candidates, colour);
             let fallback = |cx: &IngressCx<'_>| ecmp::select_resilient(cx.group, cx.port_up, hash).0;

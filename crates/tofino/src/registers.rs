@@ -157,7 +157,7 @@ impl RegisterFile {
         check_pass(pass, &m.decl.name, m.decl.gress, m.decl.stage, m.last_pass)?;
         let entries = m.state.len() as u32;
         let (Some(state), Some(cfg)) = (m.state.get_mut(index as usize), m.configs.get(index as usize)) else {
-            return Err(ProgramError::IndexOutOfRange { register: m.decl.name.clone(), index, entries });
+            return Err(out_of_range(&m.decl.name, index, entries));
         };
         m.last_pass = pass.serial;
         pass.stage = m.decl.stage;
@@ -172,11 +172,7 @@ impl RegisterFile {
     pub fn configure_meter(&mut self, id: MeterId, index: u32, cfg: MeterConfig) -> Result<(), ProgramError> {
         let m = self.meters.get_mut(id.0 as usize).ok_or(ProgramError::UnknownMeter(id.0))?;
         let entries = m.state.len() as u32;
-        let slot = m.configs.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
-            register: m.decl.name.clone(),
-            index,
-            entries,
-        })?;
+        let slot = m.configs.get_mut(index as usize).ok_or_else(|| out_of_range(&m.decl.name, index, entries))?;
         *slot = Some(cfg);
         m.state[index as usize] = MeterState::default();
         Ok(())
@@ -195,11 +191,7 @@ impl RegisterFile {
         let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
         check_pass(pass, &a.decl.name, a.decl.gress, a.decl.stage, a.last_pass)?;
         let entries = a.data.len() as u32;
-        let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
-            register: a.decl.name.clone(),
-            index,
-            entries,
-        })?;
+        let slot = a.data.get_mut(index as usize).ok_or_else(|| out_of_range(&a.decl.name, index, entries))?;
         a.last_pass = pass.serial;
         pass.stage = a.decl.stage;
         let (new, r) = f(*slot);
@@ -234,11 +226,7 @@ impl RegisterFile {
         if !a.published {
             return Err(ProgramError::NotPublished(a.decl.name.clone()));
         }
-        a.data.get(index as usize).copied().ok_or_else(|| ProgramError::IndexOutOfRange {
-            register: a.decl.name.clone(),
-            index,
-            entries: a.data.len() as u32,
-        })
+        a.data.get(index as usize).copied().ok_or_else(|| out_of_range(&a.decl.name, index, a.data.len() as u32))
     }
 
     /// Control-plane write (no pass rules; the CPU writes through the driver).
@@ -246,11 +234,7 @@ impl RegisterFile {
         let a = self.arrays.get_mut(id.0 as usize).ok_or(ProgramError::UnknownRegister(id.0))?;
         let entries = a.data.len() as u32;
         let mask = a.mask;
-        let slot = a.data.get_mut(index as usize).ok_or_else(|| ProgramError::IndexOutOfRange {
-            register: a.decl.name.clone(),
-            index,
-            entries,
-        })?;
+        let slot = a.data.get_mut(index as usize).ok_or_else(|| out_of_range(&a.decl.name, index, entries))?;
         *slot = value & mask;
         Ok(())
     }
@@ -259,6 +243,11 @@ impl RegisterFile {
     pub fn cpu_read(&self, id: RegisterId, index: u32) -> Option<u64> {
         self.arrays.get(id.0 as usize)?.data.get(index as usize).copied()
     }
+}
+
+/// An index outside an array of `entries`.
+fn out_of_range(name: &str, index: u32, entries: u32) -> ProgramError {
+    ProgramError::IndexOutOfRange { register: name.to_string(), index, entries }
 }
 
 /// The pass rules of one stateful-ALU access (a register or a meter of
