@@ -600,11 +600,19 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     let mut dscp_of: Vec<u8> = Vec::new();
     let mut gap_of: Vec<Option<Nanos>> = Vec::new();
     let mut sport_of: Vec<Option<u16>> = Vec::new();
+    let mut limits_of: Vec<(Option<BitRate>, Option<u64>)> = Vec::new();
     let mut time_origin = 0;
     let plan: Vec<(usize, usize, Option<u64>, Nanos)> = match (&opts.workload, &opts.flow_list) {
         (_, Some((name, text))) => {
             let list = parse_flow_list(name, text, hosts.len())?;
-            dscp_of = list.iter().map(|f| f.priority << 3).collect();
+            dscp_of = list.iter().map(|f| f.dscp()).collect();
+            limits_of = list.iter().map(|f| (f.app_rate, f.socket_window)).collect();
+            if opts.transport != Transport::Tcp && limits_of.iter().any(|l| *l != (None, None)) {
+                return Err(RunError::Transport(format!(
+                    "{name}: rate_bps= and window_bytes= (iperf3's -b and -w) are for TCP flows; this run's transport is {}",
+                    format!("{:?}", opts.transport).to_lowercase()
+                )));
+            }
             gap_of = list.iter().map(|f| f.mean_gap).collect();
             sport_of = list.iter().map(|f| f.src_port).collect();
             if opts.transport != Transport::Udp && gap_of.iter().any(|g| g.is_some()) {
@@ -693,8 +701,12 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
                 (None, None) => UdpMode::Bytes(opts.flow_size),
             },
         };
-        let sized =
-            SizedFlow { id: flow.id, dst: flow.dst, size: size.unwrap_or(opts.flow_size), start, src_port: flow.src_port, dscp: flow.dscp };
+        let (app_rate, socket_window) = limits_of.get(i).copied().unwrap_or((None, None));
+        let sized = SizedFlow {
+            app_rate,
+            socket_window,
+            ..SizedFlow::new(flow.id, flow.dst, size.unwrap_or(opts.flow_size), start, flow.src_port, flow.dscp)
+        };
         flows.push((src, flow, sized));
     }
     let scheme = scheme_names.into_iter().collect::<Vec<_>>().join("/");

@@ -113,7 +113,7 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     flows: Option<usize>,
     /// Replay an explicit flow list in the ConWeave ns-3 generator's format
-    /// (first line: count; then `src dst priority size start_seconds`, and optionally `mean_gap_seconds` (or `-`), which paces a UDP flow as a Poisson process, D-ITG style, and `src_port`).
+    /// (first line: count; then `src dst priority size start_seconds`, and optionally `mean_gap_seconds` (or `-`), which paces a UDP flow as a Poisson process, D-ITG style, and `src_port` (or `-`); then optional fields `dscp=N`, and for TCP `rate_bps=N` (iperf3 -b) and `window_bytes=N` (iperf3 -w)).
     #[arg(long, conflicts_with_all = ["workload", "rate"])]
     flows_file: Option<PathBuf>,
     /// Add a link event to the topology's schedule (repeatable):

@@ -168,14 +168,33 @@ pub struct ListedFlow {
     /// 49152 + its position in the list), to replay a trace's 5-tuples or
     /// to place a flow on a path of a hash-routed fabric.
     pub src_port: Option<u16>,
+    /// Optional `dscp=N` field: the DSCP of the flow's packets (0..=63),
+    /// overriding `priority << 3` (P4TE's classes are TOS 0x10 and 0x08,
+    /// DSCP 4 and 2, which no priority gives).
+    pub dscp: Option<u8>,
+    /// Optional `rate_bps=N` field: TCP flows' application rate in bit/s
+    /// (iperf3's `-b`).
+    pub app_rate: Option<BitRate>,
+    /// Optional `window_bytes=N` field: TCP flows' socket window in bytes
+    /// (iperf3's `-w`).
+    pub socket_window: Option<u64>,
+}
+
+impl ListedFlow {
+    /// The DSCP of the flow's packets.
+    pub fn dscp(&self) -> u8 {
+        self.dscp.unwrap_or(self.priority << 3)
+    }
 }
 
 /// Parses a flow list in the format of the ConWeave authors' ns-3 traffic
 /// generator: the first line is the flow count, then one flow per line:
 /// `src dst priority size_bytes start_seconds` (host indices from 0), and
 /// in weft optional columns `mean_gap_seconds` (`-` for none, see
-/// [`ListedFlow::mean_gap`]) and `src_port` ([`ListedFlow::src_port`]). `hosts` is the number of hosts of the
-/// topology the list is replayed on.
+/// [`ListedFlow::mean_gap`]) and `src_port` ([`ListedFlow::src_port`]),
+/// then optional `key=value` fields in any order: `dscp=N`,
+/// `rate_bps=N`, `window_bytes=N` (see [`ListedFlow`]); `-` in a column means its default. `hosts` is the
+/// number of hosts of the topology the list is replayed on.
 pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Vec<ListedFlow>, WorkloadFileError> {
     let err = |line, message: String| WorkloadFileError { source_name: source_name.into(), line, message };
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
@@ -184,7 +203,21 @@ pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Ve
         first.trim().parse().map_err(|_| err(n0 + 1, format!("first line must be the flow count, got `{}`", first.trim())))?;
     let mut flows = Vec::with_capacity(count.min(1 << 20));
     for (i, l) in lines {
-        let f: Vec<&str> = l.split_whitespace().collect();
+        let (f, fields): (Vec<&str>, Vec<&str>) = l.split_whitespace().partition(|t| !t.contains('='));
+        let (mut dscp, mut app_rate, mut socket_window) = (None, None, None);
+        for kv in fields {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let n = v.parse::<u64>().ok().filter(|&n| n > 0 || k == "dscp");
+            match (k, n) {
+                ("dscp", Some(n)) if n < 64 => dscp = Some(n as u8),
+                ("rate_bps", Some(n)) => app_rate = Some(BitRate(n)),
+                ("window_bytes", Some(n)) => socket_window = Some(n),
+                ("dscp" | "rate_bps" | "window_bytes", _) => {
+                    return Err(err(i + 1, format!("`{kv}`: dscp is 0..=63, rate_bps and window_bytes positive whole numbers")))
+                }
+                _ => return Err(err(i + 1, format!("unknown field `{kv}` (known: dscp=, rate_bps=, window_bytes=)"))),
+            }
+        }
         let (src, dst, pg, size, start, gap, sport) = match f[..] {
             [src, dst, pg, size, start] => (src, dst, pg, size, start, None, None),
             [src, dst, pg, size, start, gap] => (src, dst, pg, size, start, Some(gap), None),
@@ -196,7 +229,7 @@ pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Ve
                 ))
             }
         };
-        let src_port = match sport.map(|p| p.parse::<u16>()) {
+        let src_port = match sport.filter(|&p| p != "-").map(|p| p.parse::<u16>()) {
             None => None,
             Some(Ok(p)) if p > 0 => Some(p),
             Some(_) => return Err(err(i + 1, format!("source port `{}` is not a port number (1..=65535)", sport.unwrap_or("")))),
@@ -222,7 +255,15 @@ pub fn parse_flow_list(source_name: &str, text: &str, hosts: usize) -> Result<Ve
             return Err(err(i + 1, "priority must be 0..=7, size > 0 and start >= 0".into()));
         }
         let start = (start_s * 1e9).round() as Nanos;
-        flows.push(ListedFlow { flow: FlowArrival { src, dst, size, start }, priority: pg as u8, mean_gap, src_port });
+        flows.push(ListedFlow {
+            flow: FlowArrival { src, dst, size, start },
+            priority: pg as u8,
+            mean_gap,
+            src_port,
+            dscp,
+            app_rate,
+            socket_window,
+        });
     }
     if flows.len() != count {
         return Err(err(1, format!("the first line announces {count} flows but the file has {}", flows.len())));

@@ -75,14 +75,7 @@ fn completed_flows_fill_the_fct_and_slowdown_histograms_once() {
     let (src, dst) = (hosts[0], hosts[hosts.len() - 1]);
     let dst_ip = f.nodes[dst.index()].as_host().map(|h| h.ip).unwrap_or_default();
     for k in 0..4u32 {
-        let flow = weft_core::host::SizedFlow {
-            id: weft_wire::ids::FlowId(k),
-            dst: dst_ip,
-            size: 20_000,
-            start: k as u64 * 100_000,
-            src_port: 1000 + k as u16,
-            dscp: 0,
-        };
+        let flow = weft_core::host::SizedFlow::new(weft_wire::ids::FlowId(k), dst_ip, 20_000, k as u64 * 100_000, 1000 + k as u16, 0);
         if let Some(Node::RoceHost(h)) = e.node_mut(src) {
             h.add_flow(flow);
         }

@@ -44,3 +44,27 @@ pub fn run(topology_text: &str, opts: &RunOptions) -> RunOutcome {
     let topo = Topology::parse("test.toml", topology_text).expect("topology");
     experiment::run(&topo, opts, &mut |_, _| {}).expect("run")
 }
+
+/// The nodes of `fabric` for an engine: what `custom` returns for a node,
+/// an ECMP switch configured by `cfg` where it returns `None` (hosts must
+/// be given).
+pub fn nodes_with(
+    fabric: &emu_node::fabric::FabricSpec,
+    cfg: &emu_node::node::NodeConfig,
+    mut custom: impl FnMut(emu_node::ids::NodeId, &emu_node::fabric::NodeSpec) -> Option<emu_node::node::Node>,
+) -> Vec<emu_node::node::Node> {
+    use emu_node::node::{switch_config, Node};
+    fabric
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let id = emu_node::ids::NodeId(i as u32);
+            custom(id, n).unwrap_or_else(|| {
+                let sc = switch_config(fabric, id, cfg).expect("switch config");
+                let ecmp = Box::new(emu_node::schemes::ecmp::Ecmp::default());
+                Node::Switch(Box::new(emu_node::switch::Switch::with_program(id, n, sc, ecmp).expect("switch")))
+            })
+        })
+        .collect()
+}

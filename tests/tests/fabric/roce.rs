@@ -4,7 +4,7 @@
 use crate::{run, shipped};
 use emu_node::engine::Engine;
 use emu_node::host::{RoceConfig, RoceHost, SizedFlow};
-use emu_node::ids::{FlowId, NodeId};
+use emu_node::ids::FlowId;
 use emu_node::node::{switch_config, HostTransport, Node, NodeConfig};
 use emu_node::results::Summary;
 use emu_node::schemes::ecmp::Ecmp;
@@ -81,28 +81,20 @@ host_link = { rate = "100Gbps", delay = "200ns" }
     .unwrap()
     .fabric;
     let cfg = NodeConfig { seed: 1, strict: true, transport: HostTransport::Roce(rc), ..NodeConfig::default() };
-    let nodes: Vec<Node> = fabric
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let id = NodeId(i as u32);
-            match n.as_host() {
-                Some(_) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc).unwrap())),
-                None => {
-                    let sc = switch_config(&fabric, id, &cfg).unwrap();
-                    let program: Box<dyn Program> =
-                        if n.name == "leaf0" && delay { Box::new(DelayOne(Ecmp::default(), false)) } else { Box::new(Ecmp::default()) };
-                    Node::Switch(Box::new(Switch::with_program(id, n, sc, program).unwrap()))
-                }
-            }
-        })
-        .collect();
+    let nodes = crate::nodes_with(&fabric, &cfg, |id, n| match n.as_host() {
+        Some(_) => Some(Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc).unwrap()))),
+        None if n.name == "leaf0" && delay => {
+            let sc = switch_config(&fabric, id, &cfg).unwrap();
+            let program: Box<dyn Program> = Box::new(DelayOne(Ecmp::default(), false));
+            Some(Node::Switch(Box::new(Switch::with_program(id, n, sc, program).unwrap())))
+        }
+        None => None,
+    });
     let mut e = Engine::with_nodes(&fabric, nodes).unwrap();
     let (h0, h1) = (fabric.node_by_name("h0").unwrap(), fabric.node_by_name("h1").unwrap());
     let dst = fabric.nodes[h1.index()].as_host().unwrap().ip;
     if let Some(Node::RoceHost(h)) = e.node_mut(h0) {
-        h.add_flow(SizedFlow { id: FlowId(0), dst, size: 200_000, start: 0, src_port: 49152, dscp: 0 });
+        h.add_flow(SizedFlow::new(FlowId(0), dst, 200_000, 0, 49152, 0));
     }
     e.refresh(h0);
     e.run_until(u64::MAX, u64::MAX);

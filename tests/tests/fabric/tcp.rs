@@ -70,3 +70,88 @@ fn an_arp_reply_slower_than_the_retry_does_not_stall_a_host_with_a_later_flow() 
     assert!(s.flows.iter().all(|f| f.bytes_delivered == 32_000), "both flows delivered");
     assert!(s.simulated_ns < 10_000_000, "ended when the flows did: {} ns", s.simulated_ns);
 }
+
+#[test]
+fn an_application_rate_and_a_socket_window_bound_a_flow_as_iperf3s_b_and_w() {
+    // leaf-spine-2x4: 100 Gbit/s hosts. One 1 MB flow written at 1 Gbit/s
+    // (iperf3 -b 1G) takes size / rate; one with a 16 KiB socket window
+    // (-w 16K) never has more in flight; DSCP from the flow list.
+    let flows = "2\n0 15 0 1000000 0 - - rate_bps=1000000000 dscp=4\n1 14 0 1000000 0 window_bytes=16384\n";
+    let mut o = opts("newreno", Pattern::Permutation, 0);
+    o.flow_list = Some(("iperf.txt".into(), flows.into()));
+    let s = run(shipped("leaf-spine-2x4"), &o).summary;
+    let (paced, windowed) = (&s.flows[0], &s.flows[1]);
+    let at_rate = 1_000_000 * 8; // ns at 1 Gbit/s
+    let fct = paced.fct.unwrap();
+    // (The FCT counts from the first segment, written after 11.7 us.)
+    assert!(fct.abs_diff(at_rate) < at_rate / 100, "paced: {fct} ns for {at_rate} ns of writing");
+    assert!(paced.max_in_flight < 20_000, "paced at a hundredth of the link: {} B in flight", paced.max_in_flight);
+    assert!(windowed.max_in_flight <= 16_384, "{} B in flight", windowed.max_in_flight);
+    assert!(windowed.slowdown.unwrap() > 1.5, "window-limited: {}", windowed.slowdown.unwrap());
+    // Bad fields: one clear error each.
+    for bad in ["0 15 0 1000 0 rate_bps=0", "0 15 0 1000 0 dscp=64", "0 15 0 1000 0 speed=1"] {
+        o.flow_list = Some(("bad.txt".into(), format!("1\n{bad}\n")));
+        let topo = emu_orchestrator::topology::Topology::parse("l", shipped("leaf-spine-2x4")).unwrap();
+        let e = emu_orchestrator::experiment::run(&topo, &o, &mut |_, _| {}).err().unwrap_or_else(|| panic!("`{bad}` accepted"));
+        assert!(e.to_string().contains("bad.txt"), "{e}");
+    }
+}
+
+#[test]
+fn a_fack_sets_the_synthetic_senders_window_and_a_smaller_one_stops_new_data() {
+    use emu_node::engine::Engine;
+    use emu_node::host::{SizedFlow, TcpConfig, TcpHost};
+    use emu_node::ids::{FlowId, PortId};
+    use emu_node::node::{HostTransport, Node, NodeConfig};
+    use emu_node::wire::p4te::{fack, FackOf};
+    let fabric = emu_orchestrator::topology::Topology::parse(
+        "two.toml",
+        "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\nhosts_per_leaf = 1\nhost_link = { rate = \"10Gbps\", delay = \"2us\" }\n",
+    )
+    .unwrap()
+    .fabric;
+    let tc = TcpConfig::default();
+    let cfg = NodeConfig { seed: 1, transport: HostTransport::Tcp(tc), ..NodeConfig::default() };
+    let nodes =
+        crate::nodes_with(&fabric, &cfg, |id, n| n.as_host().map(|_| Node::TcpHost(Box::new(TcpHost::from_spec(id, n, tc).unwrap()))));
+    let mut e = Engine::with_nodes(&fabric, nodes).unwrap();
+    let (h0, h1) = (fabric.node_by_name("h0").unwrap(), fabric.node_by_name("h1").unwrap());
+    let (src, dst) = (fabric.nodes[h0.index()].as_host().unwrap().ip, fabric.nodes[h1.index()].as_host().unwrap().ip);
+    let Some(Node::TcpHost(h)) = e.node_mut(h0) else { panic!("h0 is a TCP host") };
+    h.add_flow(SizedFlow::new(FlowId(0), dst, 2_000_000, 0, 40000, 2 << 2));
+    e.refresh(h0);
+    // Some round trips in: the window has grown past 64 KB.
+    e.run_until(100_000, u64::MAX);
+    let now = e.now();
+    let Some(Node::TcpHost(h)) = e.node_mut(h0) else { panic!() };
+    let s = &h.senders()[0];
+    let (una, nxt) = (s.snd_una, s.snd_nxt);
+    assert!(nxt - una > 16_384 && una > 0, "in flight {} B, acked {una}", nxt - una);
+    // A FACK "from the receiver" acknowledging what the sender already
+    // had acknowledged, window 64 (x 2^7 = 8 KiB): no new data may leave
+    // while more than that is in flight.
+    let of = |window| FackOf {
+        sender: src,
+        receiver: dst,
+        sender_port: 40000,
+        receiver_port: TcpHost::port_of(FlowId(0)),
+        seq: 0,
+        ack: una as u32,
+        window,
+        dscp: 0,
+    };
+    let mut out = Vec::new();
+    h.handle_frame(now, PortId(0), fack(&of(64)), &mut out);
+    let s = &h.senders()[0];
+    assert_eq!(s.window(), 64 << emu_node::host::tcp::WINDOW_SHIFT);
+    assert_eq!(s.snd_nxt, nxt, "nothing new sent over the FACK's window");
+    assert!(out.is_empty());
+    // A larger FACK window lets the congestion window rule again.
+    h.handle_frame(now, PortId(0), fack(&of(0xffff)), &mut out);
+    assert_eq!(h.senders()[0].window(), (h.senders()[0].cwnd as u64).min(0xffff << emu_node::host::tcp::WINDOW_SHIFT));
+    // The flow then completes (the FACKs' own duplicate ACKs do not stall it).
+    e.refresh(h0);
+    e.run_until(u64::MAX, u64::MAX);
+    let Some(Node::TcpHost(h)) = e.node_mut(h0) else { panic!() };
+    assert_eq!(h.senders()[0].snd_una, 2_000_000);
+}

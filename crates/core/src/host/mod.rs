@@ -86,5 +86,50 @@ pub struct SizedFlow {
     pub src_port: u16,
     /// DSCP of data packets.
     pub dscp: u8,
+    /// TCP: the application writes the flow's bytes at this rate (iperf3
+    /// `-b`): the sender never sends bytes not yet written. `None`: all
+    /// at the start.
+    pub app_rate: Option<weft_wire::time::BitRate>,
+    /// TCP: the socket buffer (iperf3 `-w`): bytes in flight never exceed
+    /// it, whatever the windows. `None`: only cwnd and the receive window.
+    pub socket_window: Option<u64>,
+}
+
+impl SizedFlow {
+    /// A flow of `size` bytes to `dst` from `start`, sent as fast as the
+    /// transport allows (no application rate, no socket window).
+    pub fn new(
+        id: weft_wire::ids::FlowId,
+        dst: weft_wire::Ipv4Address,
+        size: u64,
+        start: weft_wire::time::Nanos,
+        src_port: u16,
+        dscp: u8,
+    ) -> Self {
+        SizedFlow { id, dst, size, start, src_port, dscp, app_rate: None, socket_window: None }
+    }
+
+    /// Bytes the application has written by `now` (all of them without an
+    /// application rate).
+    pub fn written_by(&self, now: weft_wire::time::Nanos) -> u64 {
+        match self.app_rate {
+            None => self.size,
+            Some(r) => {
+                let bits = r.bps() as u128 * now.saturating_sub(self.start) as u128 / 1_000_000_000;
+                ((bits / 8) as u64).min(self.size)
+            }
+        }
+    }
+
+    /// The first time at which at least `bytes` are written.
+    pub fn written_at(&self, bytes: u64) -> weft_wire::time::Nanos {
+        match self.app_rate {
+            Some(r) if r.bps() > 0 => {
+                let ns = (bytes.min(self.size) as u128 * 8 * 1_000_000_000).div_ceil(r.bps() as u128);
+                self.start.saturating_add(ns.min(u64::MAX as u128) as u64)
+            }
+            _ => self.start,
+        }
+    }
 }
 pub use udp::{FlowStats, UdpFlow, UdpHost, UdpMode};

@@ -12,7 +12,9 @@
 //! retransmit and NewReno fast recovery with partial ACKs, retransmission
 //! timeout (RFC 6298 estimator, `min_rto` floor, exponential back-off), and
 //! the in-flight bytes limited by `min(cwnd, receive window)` of the last
-//! ACK. DCTCP: `alpha = (1 - g) alpha + g F` once per window of data, and
+//! ACK (and by the flow's socket window, iperf3's `-w`, where given). A
+//! flow with an application rate (iperf3's `-b`) sends only bytes already
+//! written, in full segments. DCTCP: `alpha = (1 - g) alpha + g F` once per window of data, and
 //! `cwnd = cwnd (1 - alpha / 2)` at most once per window on ECE.
 
 use super::nic::{HostError, Nic};
@@ -483,7 +485,8 @@ impl TcpHost {
                     && self.nic.paused_until(s.flow.dscp >> 3) <= now
                     && (s.rtx.is_some()
                         || (s.snd_nxt < s.flow.size
-                            && (s.snd_nxt - s.snd_una) + (s.flow.size - s.snd_nxt).min(mss_u) <= (s.cwnd as u64).min(s.rwnd).max(mss_u)))
+                            && s.flow.written_by(now) >= s.flow.size.min(s.snd_nxt + mss_u)
+                            && (s.snd_nxt - s.snd_una) + (s.flow.size - s.snd_nxt).min(mss_u) <= s.window().max(mss_u)))
             };
             let from = (self.rr % total.max(1)).min(n);
             if let Some(i) = (from..n).chain(0..from).map(|p| self.active[p]).find(|&i| can(&self.send[i])) {
@@ -525,6 +528,7 @@ impl TcpHost {
             let _ = self.nic.gateway_mac(now);
             self.nic.send_control(now, out);
         }
+        let mss_u = self.cfg.mss as u64;
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |x: Nanos| x.min(t)));
         if self.nic.is_busy(now) && (self.nic.has_control() || unfinished) {
@@ -543,12 +547,29 @@ impl TcpHost {
             if let Some(t) = s.rto_at {
                 consider(t);
             }
+            // An application-rate-limited sender: when its next full
+            // segment is written (Nagle: no partial segment while more
+            // is to come).
+            let next_segment = s.flow.size.min(s.snd_nxt + mss_u);
+            if s.snd_nxt < s.flow.size && s.flow.written_by(now) < next_segment {
+                consider(s.flow.written_at(next_segment));
+            }
             let p = self.nic.paused_until(s.flow.dscp >> 3);
             if p > now {
                 consider(p);
             }
         }
         self.timer = next;
+    }
+}
+
+impl TcpSender {
+    /// Bytes the sender may have in flight: the congestion window, the
+    /// receiver's advertised window and the flow's socket window, whichever
+    /// is smallest.
+    pub fn window(&self) -> u64 {
+        let w = (self.cwnd as u64).min(self.rwnd);
+        self.flow.socket_window.map_or(w, |b| w.min(b))
     }
 }
 
