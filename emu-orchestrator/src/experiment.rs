@@ -13,7 +13,7 @@ use emu_node::engine::{Engine, EngineError};
 use emu_node::fabric::{FabricSpec, NodeKind};
 use emu_node::fct::SlowdownDefinition;
 use emu_node::host::roce::{IrnResend, Recovery};
-use emu_node::host::{CongestionControl, RoceConfig, SizedFlow, TcpConfig, REFERENCE_RATE};
+use emu_node::host::{CongestionControl, RoceConfig, RtoRule, SizedFlow, TcpConfig, REFERENCE_RATE};
 use emu_node::host::{UdpFlow, UdpMode};
 use emu_node::ids::{FlowId, NodeId};
 use emu_node::node::{build_nodes, HostTransport, Node, NodeConfig};
@@ -188,12 +188,17 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 25] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
     ("tcp.mss", "bytes", "maximum segment size (1460)"),
     ("tcp.min_rto", "duration", "minimum retransmission timeout (1ms)"),
     ("tcp.initial_rto", "duration", "retransmission timeout before the first RTT sample (1ms)"),
+    (
+        "tcp.rto",
+        "rfc6298|linux",
+        "RTO rule: max(min_rto, SRTT + 4 RTTVAR) as RFC 6298 (rfc6298), or SRTT + max(4 RTTVAR, min_rto) as Linux (linux) (rfc6298)",
+    ),
     ("tcp.rcv_buffer", "size", "receive window advertised by receivers (4MiB)"),
     ("tcp.dctcp_g", "fraction", "DCTCP gain g (1/16)"),
     ("roce.payload", "bytes", "payload per packet (1000)"),
@@ -242,6 +247,13 @@ fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<Stri
             }
             "tcp.min_rto" => tc.min_rto = parse_duration(v).map_err(unit)?,
             "tcp.initial_rto" => tc.initial_rto = parse_duration(v).map_err(unit)?,
+            "tcp.rto" => {
+                tc.rto_rule = match v.as_str() {
+                    "rfc6298" => RtoRule::Rfc6298,
+                    "linux" => RtoRule::Linux,
+                    _ => return Err(bad("expected rfc6298 or linux".into())),
+                }
+            }
             "tcp.rcv_buffer" => tc.rcv_buffer = parse_size(v).map_err(unit)?,
             "tcp.dctcp_g" => {
                 tc.dctcp_g = v.parse::<f64>().ok().filter(|g| *g > 0.0 && *g < 1.0).ok_or_else(|| bad("not a fraction in (0, 1)".into()))?

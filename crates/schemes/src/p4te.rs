@@ -80,8 +80,9 @@
 //! Its acknowledgment number (`fack_ack`): `acked` (default) — the last
 //! acknowledgment the sender's leaf saw from the receiver, as §7.2.1
 //! describes ("the last sequence number … for which the sender has
-//! received acknowledgment"): the sender takes it as a duplicate ACK with a
-//! new window, which explains the paper's extra retransmissions; it never
+//! received acknowledgment"): it repeats the receiver's last ACK with a
+//! new window, so it is a window update, not a duplicate ACK (RFC 5681 §2
+//! (e)), for every sender that applies the window; it never
 //! acknowledges data the receiver lacks (before the leaf has seen an ACK
 //! of the flow, no FACK reaches the sender: counted). `segment` — the data packet's
 //! sequence number (close to the authors' `seq + 1`): it acknowledges
@@ -92,11 +93,14 @@
 //! only if it acknowledges new data, or carries a newer sequence number,
 //! or (same numbers) a larger window (`tcp_may_update_window`). An `acked`
 //! FACK carries the receiver's last sequence and acknowledgment numbers,
-//! so Linux applies its increases but ignores its decreases, and counts it
-//! as a duplicate ACK; with SACK (Linux's default) duplicate ACKs without
-//! SACK blocks do not trigger fast retransmit. The ECN mark acts only on
-//! ECN-capable flows (iperf3 does not ask for ECN by default). weft's
-//! synthetic TCP takes the window of every ACK (DESIGN §8).
+//! so Linux applies its increases but ignores its decreases, and counts a
+//! FACK it ignored as a duplicate ACK (no FLAG_WIN_UPDATE); without SACK
+//! three of them trigger a fast retransmit — the paper's extra
+//! retransmissions — while with SACK (Linux's default) duplicate ACKs
+//! without SACK blocks do not. The ECN mark acts only on ECN-capable flows
+//! (iperf3 does not ask for ECN by default). weft's synthetic TCP takes the
+//! window of every ACK (DESIGN §8), so a FACK never counts as a duplicate
+//! there.
 //!
 //! Hosts cannot forge P4TE state: a hop header on a packet from a host,
 //! and a feedback frame from a host, are dropped and counted.

@@ -98,7 +98,7 @@ fn an_application_rate_and_a_socket_window_bound_a_flow_as_iperf3s_b_and_w() {
 }
 
 #[test]
-fn a_fack_sets_the_synthetic_senders_window_and_a_smaller_one_stops_new_data() {
+fn a_fack_sets_the_synthetic_senders_window_a_smaller_one_stops_new_data_and_it_is_no_duplicate_ack() {
     use emu_node::engine::Engine;
     use emu_node::host::{SizedFlow, TcpConfig, TcpHost};
     use emu_node::ids::{FlowId, PortId};
@@ -146,12 +146,76 @@ fn a_fack_sets_the_synthetic_senders_window_and_a_smaller_one_stops_new_data() {
     assert_eq!(s.window(), 64 << emu_node::host::tcp::WINDOW_SHIFT);
     assert_eq!(s.snd_nxt, nxt, "nothing new sent over the FACK's window");
     assert!(out.is_empty());
+    // FACKs repeat the last ACK number with a new window: window updates,
+    // not duplicate ACKs (RFC 5681 §2 (e)), so however many arrive, no
+    // fast retransmit; three with an unchanged window are duplicates.
+    let fast = h.senders()[0].fast_retransmits;
+    for w in [65, 66, 67, 68] {
+        h.handle_frame(now, PortId(0), fack(&of(w)), &mut out);
+    }
+    assert_eq!(h.senders()[0].fast_retransmits, fast, "FACKs with changing windows are not duplicate ACKs");
+    for _ in 0..3 {
+        h.handle_frame(now, PortId(0), fack(&of(68)), &mut out);
+    }
+    assert_eq!(h.senders()[0].fast_retransmits, fast + 1, "three same-window repeats are duplicate ACKs");
+    assert_eq!(h.senders()[0].window(), 68 << emu_node::host::tcp::WINDOW_SHIFT);
     // A larger FACK window lets the congestion window rule again.
+    out.clear();
     h.handle_frame(now, PortId(0), fack(&of(0xffff)), &mut out);
     assert_eq!(h.senders()[0].window(), (h.senders()[0].cwnd as u64).min(0xffff << emu_node::host::tcp::WINDOW_SHIFT));
-    // The flow then completes (the FACKs' own duplicate ACKs do not stall it).
+    // The flow then completes.
     e.refresh(h0);
     e.run_until(u64::MAX, u64::MAX);
     let Some(Node::TcpHost(h)) = e.node_mut(h0) else { panic!() };
     assert_eq!(h.senders()[0].snd_una, 2_000_000);
+}
+
+#[test]
+fn linuxs_rto_rule_keeps_min_rto_above_a_steady_rtt_where_rfc_6298s_floor_does_not() {
+    use emu_node::engine::Engine;
+    use emu_node::host::{RtoRule, SizedFlow, TcpConfig, TcpHost};
+    use emu_node::ids::FlowId;
+    use emu_node::node::{HostTransport, Node, NodeConfig};
+    use emu_node::time::BitRate;
+    let fabric = emu_orchestrator::topology::Topology::parse(
+        "two.toml",
+        "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\nhosts_per_leaf = 1\nhost_link = { rate = \"10Gbps\", delay = \"2us\" }\n",
+    )
+    .unwrap()
+    .fabric;
+    let min_rto = 50_000;
+    let rto_of = |rule| {
+        let tc = TcpConfig { min_rto, rto_rule: rule, ..TcpConfig::default() };
+        let cfg = NodeConfig { seed: 1, transport: HostTransport::Tcp(tc), ..NodeConfig::default() };
+        let nodes =
+            crate::nodes_with(&fabric, &cfg, |id, n| n.as_host().map(|_| Node::TcpHost(Box::new(TcpHost::from_spec(id, n, tc).unwrap()))));
+        let mut e = Engine::with_nodes(&fabric, nodes).unwrap();
+        let (h0, h1) = (fabric.node_by_name("h0").unwrap(), fabric.node_by_name("h1").unwrap());
+        let dst = fabric.nodes[h1.index()].as_host().unwrap().ip;
+        let Some(Node::TcpHost(h)) = e.node_mut(h0) else { panic!("h0 is a TCP host") };
+        // Application-limited (1 Gbit/s on a 10 Gbit/s path): one segment
+        // at a time, no queue, the same RTT every round trip.
+        let mut f = SizedFlow::new(FlowId(0), dst, 1_000_000, 0, 40000, 0);
+        f.app_rate = Some(BitRate::gbps(1));
+        h.add_flow(f);
+        e.refresh(h0);
+        e.run_until(2_000_000, u64::MAX);
+        let Some(Node::TcpHost(h)) = e.node_mut(h0) else { panic!() };
+        let s = &h.senders()[0];
+        (s.rto(), s.srtt().expect("RTT sampled"), s.timeouts)
+    };
+    let (rfc, srtt, _) = rto_of(RtoRule::Rfc6298);
+    assert!(srtt < min_rto, "the path's RTT {srtt} ns is below min_rto");
+    assert_eq!(rfc, min_rto, "RFC 6298: max(min_rto, SRTT + 4 RTTVAR) = min_rto, {} ns above the RTT", min_rto - srtt);
+    let (linux, srtt_l, timeouts) = rto_of(RtoRule::Linux);
+    assert!(linux >= srtt_l + min_rto && linux <= srtt_l + min_rto + 1_000, "Linux: SRTT {srtt_l} + min_rto, got {linux}");
+    assert_eq!(timeouts, 0);
+    // Chosen by name; anything else is one clear error.
+    let mut o = opts("newreno", Pattern::Pair(0, 15), 10_000);
+    o.transport_params.insert("tcp.rto".into(), "linux".into());
+    assert_eq!(run(shipped("leaf-spine-2x4"), &o).summary.flows[0].bytes_delivered, 10_000);
+    o.transport_params.insert("tcp.rto".into(), "bsd".into());
+    let topo = emu_orchestrator::topology::Topology::parse("l", shipped("leaf-spine-2x4")).unwrap();
+    let e = emu_orchestrator::experiment::run(&topo, &o, &mut |_, _| {}).err().unwrap_or_else(|| panic!("tcp.rto=bsd accepted"));
+    assert!(e.to_string().contains("tcp.rto=bsd") && e.to_string().contains("rfc6298 or linux"), "{e}");
 }

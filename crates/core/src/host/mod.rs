@@ -66,7 +66,7 @@ pub mod udp;
 
 pub use nic::{HostCounters, HostError, Nic};
 pub use roce::{RoceConfig, RoceHost};
-pub use tcp::{CongestionControl, TcpConfig, TcpHost};
+pub use tcp::{CongestionControl, RtoRule, TcpConfig, TcpHost};
 
 /// A fixed-size transfer for a transport host (RoCEv2 message or TCP
 /// stream). RoCE: the QP number is `id + 1` on both ends and `src_port` is

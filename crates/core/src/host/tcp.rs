@@ -9,8 +9,10 @@
 //! DCTCP's ECE echoes each CE mark exactly.
 //!
 //! Sender: slow start from 10 MSS, congestion avoidance, 3-dupACK fast
-//! retransmit and NewReno fast recovery with partial ACKs, retransmission
-//! timeout (RFC 6298 estimator, `min_rto` floor, exponential back-off), and
+//! retransmit (a duplicate ACK as RFC 5681 §2 defines it: same ACK number,
+//! no data, *same advertised window*) and NewReno fast recovery with partial ACKs, retransmission
+//! timeout (RFC 6298 estimator, `min_rto` as RFC 6298's floor or as Linux's
+//! least variance term, [`RtoRule`], exponential back-off), and
 //! the in-flight bytes limited by `min(cwnd, receive window)` of the last
 //! ACK (and by the flow's socket window, iperf3's `-w`, where given). A
 //! flow with an application rate (iperf3's `-b`) sends only bytes already
@@ -47,6 +49,21 @@ pub enum CongestionControl {
     Dctcp,
 }
 
+/// How the retransmission timeout follows from the RTT estimator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtoRule {
+    /// RFC 6298 §2: `SRTT + 4 RTTVAR`, then at least `min_rto` (the RFC's
+    /// floor, 1 s there; ns-3's TcpSocketBase does the same).
+    Rfc6298,
+    /// Linux (`tcp_rtt_estimator`/`__tcp_set_rto`): the variance term is at
+    /// least `min_rto`, so `SRTT + max(4 RTTVAR, min_rto)`: an
+    /// application-limited flow with a steady RTT keeps a margin of
+    /// `min_rto` over it, where RFC 6298's floor leaves none once the RTT
+    /// nears `min_rto`.
+    Linux,
+}
+
 /// TCP configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TcpConfig {
@@ -58,6 +75,8 @@ pub struct TcpConfig {
     pub min_rto: Nanos,
     /// Initial RTO before an RTT sample.
     pub initial_rto: Nanos,
+    /// How `min_rto` bounds the RTO.
+    pub rto_rule: RtoRule,
     /// Receive buffer advertised by receivers, bytes.
     pub rcv_buffer: u64,
     /// DCTCP gain g.
@@ -71,6 +90,7 @@ impl Default for TcpConfig {
             mss: 1460,
             min_rto: 1_000 * MICROS,
             initial_rto: 1_000 * MICROS,
+            rto_rule: RtoRule::Rfc6298,
             rcv_buffer: 4 << 20,
             dctcp_g: 1.0 / 16.0,
         }
@@ -321,9 +341,15 @@ impl TcpHost {
 
     fn on_ack(&mut self, now: Nanos, sport: u16, dport: u16, ack32: u32, ece: bool, window: u16) {
         let mss = self.cfg.mss as f64;
-        let (cc, g, min_rto) = (self.cfg.cc, self.cfg.dctcp_g, self.cfg.min_rto);
+        let (cc, g, min_rto, rto_rule) = (self.cfg.cc, self.cfg.dctcp_g, self.cfg.min_rto, self.cfg.rto_rule);
         let Some(s) = self.send.iter_mut().find(|s| s.flow.src_port == sport && TcpHost::port_of(s.flow.id) == dport) else { return };
-        s.rwnd = (window as u64) << WINDOW_SHIFT;
+        let rwnd = (window as u64) << WINDOW_SHIFT;
+        // RFC 5681 §2 (e): an ACK that changes the advertised window is a
+        // window update, not a duplicate ACK (Linux: FLAG_WIN_UPDATE is in
+        // FLAG_NOT_DUP). P4TE's FACKs repeat the last ACK number with a new
+        // window; counted as duplicates, three of them would fake a loss.
+        let window_update = rwnd != s.rwnd;
+        s.rwnd = rwnd;
         let ack = Self::unwrap_seq(s.snd_una, ack32);
         if ack > s.max_sent {
             return; // acknowledges data never sent
@@ -364,7 +390,11 @@ impl TcpHost {
                             s.srtt = Some(0.875 * srtt + 0.125 * sample);
                         }
                     }
-                    s.rto = ((s.srtt.unwrap_or(sample) + 4.0 * s.rttvar) as Nanos).max(min_rto);
+                    let srtt = s.srtt.unwrap_or(sample);
+                    s.rto = match rto_rule {
+                        RtoRule::Rfc6298 => ((srtt + 4.0 * s.rttvar) as Nanos).max(min_rto),
+                        RtoRule::Linux => (srtt + (4.0 * s.rttvar).max(min_rto as f64)) as Nanos,
+                    };
                     s.timed = None;
                 }
             }
@@ -393,7 +423,7 @@ impl TcpHost {
                 }
             }
             s.rto_at = (s.snd_una < s.snd_nxt).then_some(now + s.rto);
-        } else if ack == s.snd_una && s.snd_una < s.snd_nxt {
+        } else if ack == s.snd_una && s.snd_una < s.snd_nxt && !window_update {
             s.dupacks += 1;
             if s.recover.is_none() && s.dupacks == 3 {
                 let flight = (s.snd_nxt - s.snd_una) as f64;
@@ -564,6 +594,16 @@ impl TcpHost {
 }
 
 impl TcpSender {
+    /// The retransmission timeout in force (before back-off doubles it).
+    pub fn rto(&self) -> Nanos {
+        self.rto
+    }
+
+    /// The smoothed RTT, once a sample was taken.
+    pub fn srtt(&self) -> Option<Nanos> {
+        self.srtt.map(|s| s as Nanos)
+    }
+
     /// Bytes the sender may have in flight: the congestion window, the
     /// receiver's advertised window and the flow's socket window, whichever
     /// is smallest.
