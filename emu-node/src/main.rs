@@ -75,8 +75,17 @@ async fn run(args: Args, token: String) -> anyhow::Result<()> {
     let bind_ip = args.control.ip();
     // Build every node, keep ours (building is cheap; it keeps the seeds and
     // addressing identical to a virtual-time run of the same fabric).
-    let nodes = build_nodes(&plan.fabric, &NodeConfig { seed: plan.seed, ..NodeConfig::default() }).context("building the nodes")?;
-    let nodes = nodes.into_iter().map(Some).collect();
+    // Synthetic hosts run the workload's transport and flows (`weft up
+    // --workload`), else they are idle UDP hosts.
+    let mut cfg = NodeConfig { seed: plan.seed, ..NodeConfig::default() };
+    if let Some(w) = &plan.workload {
+        cfg.transport = w.transport;
+    }
+    let nodes = build_nodes(&plan.fabric, &cfg).context("building the nodes")?;
+    let mut nodes: Vec<_> = nodes.into_iter().map(Some).collect();
+    if let Some(w) = &plan.workload {
+        w.add_to(&mut nodes);
+    }
     let (mut runtime, addrs) = match ProcessRuntime::bind(plan, nodes, bind_ip).await {
         Ok(x) => x,
         Err(e) => {

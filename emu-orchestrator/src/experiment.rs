@@ -569,7 +569,7 @@ impl Prepared {
         let mut engine = Engine::with_threads(&self.fabric, nodes, threads)?;
         for (src, flow, sized) in &self.flows {
             if let Some(n) = engine.node_mut(*src) {
-                add_flow(n, flow, sized);
+                n.add_flow(flow, sized);
             }
             engine.refresh(*src);
         }
@@ -581,20 +581,10 @@ impl Prepared {
         let mut nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
         for (src, flow, sized) in &self.flows {
             if let Some(n) = nodes.get_mut(src.index()) {
-                add_flow(n, flow, sized);
+                n.add_flow(flow, sized);
             }
         }
         Ok(nodes)
-    }
-}
-
-/// Gives a flow to the host node that sends it, in the form its transport runs.
-fn add_flow(node: &mut Node, flow: &UdpFlow, sized: &SizedFlow) {
-    match node {
-        Node::UdpHost(h) => h.add_flow(*flow),
-        Node::TcpHost(h) => h.add_flow(*sized),
-        Node::RoceHost(h) => h.add_flow(*sized),
-        Node::Switch(_) => {}
     }
 }
 
@@ -991,6 +981,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             seed: opts.seed,
             report_every_ms: 0,
             metrics: rt_opts.metrics.as_ref().map(|m| m.0),
+            workload: None,
         };
         let (mut p, addrs) = ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
         if let (Some(m), Some((_, dir))) = (addrs.metrics, &rt_opts.metrics) {

@@ -140,6 +140,8 @@ pub struct UpOptions {
     pub prometheus: Option<PrometheusOptions>,
     /// Run seed (per-node RNG seeds derive from it, as in `weft run`).
     pub seed: u64,
+    /// Traffic of the synthetic hosts (`--workload`), and what it is in words.
+    pub workload: Option<(emu_node::node::HostWorkload, String)>,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -197,6 +199,9 @@ pub struct FabricState {
     /// Prometheus started by `weft up --prometheus`: (pid, URL).
     #[serde(default)]
     pub prometheus: Option<(u32, String)>,
+    /// The synthetic hosts' traffic (`--workload`), in words.
+    #[serde(default)]
+    pub traffic: Option<String>,
 }
 
 fn state_file(dir: &Path) -> PathBuf {
@@ -475,6 +480,7 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
         netns: netns.clone(),
         phase: "starting".into(),
         hosts: describe_hosts(&fabric, &opts.netns_prefix),
+        traffic: opts.workload.as_ref().map(|w| w.1.clone()),
         control: String::new(),
         pin: String::new(),
         ..Default::default()
@@ -543,9 +549,12 @@ async fn run_fabric(
         spin_us: opts.spin_us,
         netns_prefix: opts.netns_prefix.clone(),
         seed: opts.seed,
-        start_delay: Duration::ZERO,
+        // A workload's first flows start at fabric time 0: every process
+        // must be connected by then (as for `weft run --clock real`).
+        start_delay: if opts.workload.is_some() { Duration::from_secs(2) } else { Duration::ZERO },
         report_every_ms: 500,
         metrics: Some(opts.metrics),
+        workload: opts.workload.as_ref().map(|w| w.0.clone()),
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
@@ -772,6 +781,8 @@ pub struct PlanBase {
     /// `/metrics` of process 0; process p listens on port + p (port 0:
     /// every process picks a free port).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Traffic of the synthetic hosts (`weft up --workload`).
+    pub workload: Option<emu_node::node::HostWorkload>,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -838,6 +849,11 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         seed: base.seed,
         report_every_ms: base.report_every_ms,
         metrics: base.metrics.map(|a| metrics_addr_of(a, process)),
+        // Only the flows of the hosts this process runs.
+        workload: base.workload.as_ref().map(|w| emu_node::node::HostWorkload {
+            transport: w.transport,
+            flows: w.flows.iter().filter(|f| base.fabric.nodes.get(f.0.index()).is_some_and(|n| n.placement == process)).copied().collect(),
+        }),
     };
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);
@@ -1090,6 +1106,8 @@ pub async fn run_distributed(
         start_delay: Duration::from_secs(2),
         report_every_ms: 0,
         metrics: metrics.as_ref().map(|m| m.0),
+        // The hosts run here, with their flows already added.
+        workload: None,
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;

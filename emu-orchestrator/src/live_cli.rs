@@ -68,6 +68,32 @@ pub struct UpArgs {
     /// `weft run --seed` (same seed, same ECMP paths).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Live traffic: the synthetic hosts send Poisson flows with sizes from
+    /// this CDF, exactly as `weft run --workload` would (a shipped name:
+    /// alistorage, fbhdp, solar, websearch, fbhdp-hpcc, googlerpc,
+    /// int-table1; or a file), so the dashboards show FCTs, queues, drops,
+    /// ECN, PFC and scheme activity. For synthetic hosts only: TAP hosts run
+    /// their own programs.
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// --workload: average load of the fabric core, in (0, 1] (host links
+    /// carry load / oversubscription). Real time is bounded by the CPU: a
+    /// 2-core machine keeps up with about 1-2 Gbit/s of fabric traffic in
+    /// all (`weft status` shows how late the actors run).
+    #[arg(long, default_value_t = 0.1, requires = "workload")]
+    pub load: f64,
+    /// --workload: the hosts' transport: roce-lossless (Go-Back-N, PFC on
+    /// every switch), roce-irn, tcp or udp. Transport parameters as in
+    /// `weft run`: --set dcqcn.rp_timer=..., --set tcp.cc=dctcp.
+    #[arg(long, default_value = "roce-lossless", requires = "workload")]
+    pub transport: String,
+    /// --workload: this many flows (instead of --duration).
+    #[arg(long, requires = "workload", conflicts_with = "duration")]
+    pub flows: Option<usize>,
+    /// --workload: flows start during this long from the fabric's start
+    /// (the fabric stays up after the last one ends, until `weft down`).
+    #[arg(long, default_value = "60s", requires = "workload")]
+    pub duration: String,
 }
 
 #[derive(clap::Args)]
@@ -104,9 +130,11 @@ pub fn up(a: UpArgs) -> Result<()> {
         // An unknown --scheme says so without naming a switch.
         emu_node::schemes::build(s, &Default::default(), Default::default())?;
     }
-    let (params, transport) = crate::split_sets(&a.set)?;
-    if let Some(k) = transport.keys().next() {
-        bail!("--set {k}: `weft up` takes scheme parameters only (its hosts are real; a switch's traffic manager follows the topology)");
+    let (params, transport_params) = crate::split_sets(&a.set)?;
+    if a.workload.is_none() {
+        if let Some(k) = transport_params.keys().next() {
+            bail!("--set {k}: transport parameters are for --workload (without it the hosts send nothing of weft's; a switch's traffic manager follows the topology)");
+        }
     }
     let rate = emu_orchestrator::experiment::fabric_rate(&topo.fabric);
     for n in &mut topo.fabric.nodes {
@@ -124,6 +152,10 @@ pub fn up(a: UpArgs) -> Result<()> {
             }
         }
     }
+    let workload = match &a.workload {
+        None => None,
+        Some(w) => Some(live_workload(&mut topo, &a, w, params.clone(), transport_params)?),
+    };
     if !a.detach {
         // (A detached start prints its background run's log, which has them.)
         for line in crate::run_cli::scheme_scaling_report(&topo.fabric) {
@@ -140,6 +172,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         state_dir: live::default_state_dir(),
         metrics: a.metrics,
         seed: a.seed,
+        workload,
         prometheus: if a.prometheus {
             let every = parse_duration(&a.scrape_interval)?;
             if every < 100_000_000 {
@@ -165,6 +198,9 @@ pub fn up(a: UpArgs) -> Result<()> {
     let name = topo.fabric.name.clone();
     rt.block_on(live::up(&topo, &opts, |hosts| {
         println!("fabric {name} is up on {} emu-node process(es), {} links between processes", opts.nodes, inter);
+        if let Some((_, t)) = &opts.workload {
+            println!("traffic: {t}");
+        }
         println!("hosts:");
         for h in hosts {
             println!("  {h}");
@@ -184,6 +220,52 @@ pub fn up(a: UpArgs) -> Result<()> {
     }))?;
     println!("fabric {name} is down");
     Ok(())
+}
+
+/// The synthetic hosts' traffic for `weft up --workload`: prepared exactly
+/// as `weft run` prepares it (the same flows for the same options and
+/// seed), and the fabric configured for its transport (PFC for lossless
+/// RoCE, as `weft run` does).
+fn live_workload(
+    topo: &mut Topology,
+    a: &UpArgs,
+    cdf: &str,
+    params: emu_node::schemes::Params,
+    transport_params: std::collections::BTreeMap<String, String>,
+) -> Result<(emu_node::node::HostWorkload, String)> {
+    use emu_orchestrator::experiment::{self, RunOptions, WorkloadOptions};
+    if let Some(n) = topo.fabric.nodes.iter().find(|n| n.as_host().is_some_and(|h| h.kind != emu_node::fabric::HostKind::Synthetic)) {
+        bail!(
+            "--workload drives synthetic hosts, and host `{}` of {} is a real host (kind \"tap\"/\"rxe\"): it runs its own programs (iperf3, weft-flowgen); use a topology with synthetic hosts such as leaf-spine-2x4-rt-synthetic",
+            n.name,
+            topo.fabric.name
+        );
+    }
+    let opts = RunOptions {
+        scheme: a.scheme.clone(),
+        params,
+        transport: a.transport.parse().map_err(anyhow::Error::msg).context("--transport")?,
+        transport_params,
+        seed: a.seed,
+        scale_time_params: !a.no_scale_params,
+        workload: Some(WorkloadOptions {
+            cdf: crate::load_cdf(cdf)?,
+            load: a.load,
+            flows: a.flows,
+            duration: if a.flows.is_some() { emu_node::time::Nanos::MAX } else { parse_duration(&a.duration).context("--duration")? },
+        }),
+        ..RunOptions::default()
+    };
+    let prepared = experiment::prepare(topo, &opts)?;
+    if prepared.flows.is_empty() {
+        bail!("--workload {cdf} at load {} gives no flow within --duration {}: raise either", a.load, a.duration);
+    }
+    let words = match a.flows {
+        Some(_) => format!("{}, {}", prepared.traffic, a.transport),
+        None => format!("{}, {}, arrivals during {}", prepared.traffic, a.transport, a.duration),
+    };
+    topo.fabric = prepared.fabric;
+    Ok((emu_node::node::HostWorkload { transport: prepared.node_config.transport, flows: prepared.flows }, words))
 }
 
 fn detach(opts: &UpOptions) -> Result<()> {
@@ -232,6 +314,9 @@ pub fn status(json: bool) -> Result<()> {
         st.as_ref().map_or("?", |s| s.topology.as_str()),
         st.as_ref().map_or(0, |s| s.orchestrator)
     );
+    if let Some(t) = st.as_ref().and_then(|s| s.traffic.as_ref()) {
+        println!("traffic: {t}");
+    }
     println!(
         "{:<8} {:>7} {:<8} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "process", "pid", "state", "actors", "lag p50", "lag p99", "lag max", "tx lost", "tx reord"

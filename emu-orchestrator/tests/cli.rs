@@ -106,6 +106,29 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     let o = weft(&["validate", bad.to_str().unwrap()]);
     assert_one_line_error(&o, ":6: rate `10G`: unknown unit", &d);
     let _ = std::fs::remove_file(bad);
+    // `weft up --workload`: refused before anything starts (no state
+    // directory is created).
+    let st = tmp("bad-up-state");
+    let up = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weft")).arg("up").args(args).env("WEFT_STATE_DIR", &st).output().expect("run weft")
+    };
+    assert_one_line_error(&up(&["leaf-spine-2x4-rt", "--workload", "alistorage"]), "--workload drives synthetic hosts", &st);
+    assert_one_line_error(
+        &up(&["leaf-spine-2x4-rt-synthetic", "--workload", "alistorage", "--transport", "roce"]),
+        "unknown transport `roce`",
+        &st,
+    );
+    assert_one_line_error(&up(&["leaf-spine-2x4-rt-synthetic", "--set", "tcp.cc=dctcp"]), "transport parameters are for --workload", &st);
+    assert_one_line_error(
+        &up(&["leaf-spine-2x4-rt-synthetic", "--workload", "alistorage", "--transport", "udp", "--set", "dcqcn.g=0.1"]),
+        "need --transport roce-lossless or roce-irn",
+        &st,
+    );
+    assert_one_line_error(
+        &up(&["leaf-spine-2x4-rt-synthetic", "--workload", "alistorage", "--load", "2"]),
+        "--load 2 must be in (0, 1]",
+        &st,
+    );
 }
 
 #[test]

@@ -86,13 +86,6 @@ impl Drop for Proc {
     }
 }
 
-fn spawn(cmd: &mut Command, log: &Path) -> Proc {
-    use std::os::unix::process::CommandExt;
-    let f = std::fs::File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
-    let f2 = f.try_clone().unwrap_or_else(|e| panic!("{e}"));
-    Proc(cmd.stdin(Stdio::null()).stdout(f).stderr(f2).process_group(0).spawn().unwrap_or_else(|e| panic!("spawn: {e}")))
-}
-
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let until = Instant::now() + timeout;
     while !f() {
@@ -149,37 +142,33 @@ fn promtool_check_live_scrape(target: &str) -> String {
     body
 }
 
-/// A real-time run of `scheme` with RoCE traffic for ~20 s, serving /metrics.
-fn live_run(dir: &Scratch, scheme: &str) -> (Proc, PathBuf) {
-    let out = dir.path(scheme);
-    let p = spawn(
-        Command::new(weft_bin()).args([
-            "run",
-            "leaf-spine-2x4-rt-synthetic",
-            "--clock",
-            "real",
-            "--nodes",
-            "1",
-            "--scheme",
-            scheme,
-            "--transport",
-            "roce-lossless",
-            "--workload",
-            "alistorage",
-            "--load",
-            "0.2",
-            "--duration",
-            "30s",
-            "--until",
-            "40s",
-            "--metrics",
-            "127.0.0.1:0",
-            "--out",
-            out.to_str().unwrap_or_default(),
-        ]),
-        &dir.path(&format!("{scheme}.log")),
-    );
-    (p, out.join("prometheus/targets.json"))
+/// A live fabric a user starts with `weft up --workload --detach`, in a
+/// state directory of its own; `weft down` on drop (also on failure).
+struct LiveFabric(PathBuf);
+
+impl Drop for LiveFabric {
+    fn drop(&mut self) {
+        let _ = Command::new(weft_bin()).arg("down").env("WEFT_STATE_DIR", &self.0).output();
+    }
+}
+
+/// `weft up` of `scheme` on 2 emu-nodes with live RoCE traffic (the
+/// synthetic hosts' `--workload`) for 30 s, serving /metrics; returns the
+/// fabric and its file-SD file.
+fn live_fabric(dir: &Scratch, scheme: &str) -> (LiveFabric, PathBuf) {
+    let state = dir.path(&format!("{scheme}-state"));
+    let out = Command::new(weft_bin())
+        .args(["up", "leaf-spine-2x4-rt-synthetic", "--nodes", "2", "--links", "udp", "--scheme", scheme, "--detach"])
+        .args(["--workload", "alistorage", "--load", "0.1", "--transport", "roce-lossless", "--duration", "30s"])
+        .args(["--metrics", "127.0.0.1:0"])
+        .env("WEFT_STATE_DIR", &state)
+        .output()
+        .unwrap_or_else(|e| panic!("weft up: {e}"));
+    let fabric = LiveFabric(state.clone());
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "weft up --workload failed: {said}");
+    assert!(said.contains("traffic: alistorage at load 0.1"), "{said}");
+    (fabric, state.join("prometheus/targets.json"))
 }
 
 #[test]
@@ -190,11 +179,12 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_live_fabri
         return;
     }
     let dir = Scratch::new("dash");
-    // Two live fabrics: ConWeave and CONGA (the scheme panels have data
-    // where their scheme runs), switches in an emu-node each, hosts in the
-    // weft process, so host links cross processes over UDP.
-    let (_a, sd_a) = live_run(&dir, "conweave");
-    let (_b, sd_b) = live_run(&dir, "conga");
+    // Two live fabrics as a user starts them, `weft up --workload`:
+    // ConWeave and CONGA (the scheme panels have data where their scheme
+    // runs), each on two emu-nodes, so leaf-spine links cross processes
+    // over UDP.
+    let (_a, sd_a) = live_fabric(&dir, "conweave");
+    let (_b, sd_b) = live_fabric(&dir, "conga");
     for sd in [&sd_a, &sd_b] {
         wait_for(&format!("{}", sd.display()), Duration::from_secs(30), || sd_targets(sd).len() == 2);
     }

@@ -17,10 +17,11 @@
 //! a socket or a global random number generator.
 
 use crate::fabric::{FabricSpec, NodeKind};
-use crate::host::{RoceConfig, RoceHost, TcpConfig, TcpHost, UdpHost};
+use crate::host::{RoceConfig, RoceHost, SizedFlow, TcpConfig, TcpHost, UdpFlow, UdpHost};
 use crate::switch::{Switch, SwitchConfig, SwitchError};
 use crate::transmit::Transmit;
 use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
 use weft_tofino::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, TargetProfile, TmConfig};
 use weft_wire::ids::{NodeId, PortId};
 use weft_wire::time::{BitRate, Nanos};
@@ -41,6 +42,17 @@ pub enum Node {
 }
 
 impl Node {
+    /// Gives a flow to a host node in the form its transport runs (UDP
+    /// hosts take `udp`, RoCE and TCP hosts `sized`); a switch ignores it.
+    pub fn add_flow(&mut self, udp: &UdpFlow, sized: &SizedFlow) {
+        match self {
+            Node::UdpHost(h) => h.add_flow(*udp),
+            Node::TcpHost(h) => h.add_flow(*sized),
+            Node::RoceHost(h) => h.add_flow(*sized),
+            Node::Switch(_) => {}
+        }
+    }
+
     /// Handles a frame received on `port` at `now`.
     pub fn handle_frame(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
         match self {
@@ -122,7 +134,7 @@ pub struct NodeConfig {
 }
 
 /// What synthetic hosts run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum HostTransport {
     /// UDP flows ([`UdpHost`]).
     Udp,
@@ -130,6 +142,31 @@ pub enum HostTransport {
     Roce(RoceConfig),
     /// TCP NewReno / DCTCP ([`TcpHost`]).
     Tcp(TcpConfig),
+}
+
+/// Traffic the synthetic hosts of a live fabric send (`weft up
+/// --workload`): their transport and the flows, each with its source host,
+/// in both forms [`Node::add_flow`] takes. Built by the orchestrator exactly
+/// as for `weft run`, so a live fabric and a run of the same options and
+/// seed send the same flows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostWorkload {
+    /// What the hosts run.
+    pub transport: HostTransport,
+    /// (source host, UDP form, sized form), in plan order.
+    pub flows: Vec<(NodeId, UdpFlow, SizedFlow)>,
+}
+
+impl HostWorkload {
+    /// Adds every flow whose source is among `nodes` (index = node id;
+    /// `None`: not built here) to its host.
+    pub fn add_to(&self, nodes: &mut [Option<Node>]) {
+        for (src, udp, sized) in &self.flows {
+            if let Some(Some(n)) = nodes.get_mut(src.index()) {
+                n.add_flow(udp, sized);
+            }
+        }
+    }
 }
 
 impl Default for NodeConfig {

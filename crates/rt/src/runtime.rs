@@ -62,6 +62,10 @@ pub struct ProcessPlan {
     /// Serve Prometheus `/metrics` here (port 0: any free port).
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// Traffic for the synthetic hosts placed here (`weft up --workload`):
+    /// their transport and the flows they send. `None`: idle UDP hosts.
+    #[serde(default)]
+    pub workload: Option<weft_core::node::HostWorkload>,
 }
 
 /// Addresses a process listens on for links.

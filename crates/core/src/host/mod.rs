@@ -72,7 +72,7 @@ pub use tcp::{CongestionControl, RtoRule, TcpConfig, TcpHost};
 /// stream). RoCE: the QP number is `id + 1` on both ends and `src_port` is
 /// the UDP source port an RNIC derives from the QP. TCP: the destination
 /// port is `10000 + id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SizedFlow {
     /// Run-wide flow id.
     pub id: weft_wire::ids::FlowId,

@@ -75,7 +75,7 @@ use crate::fabric::NodeSpec;
 use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use weft_wire::frame::FrameInfo;
@@ -91,7 +91,7 @@ pub const DATA_OVERHEAD: usize = 14 + 20 + 8 + roce::BTH_LEN + roce::ICRC_LEN;
 pub const CONTROL_DSCP: u8 = 48;
 
 /// Loss recovery.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Recovery {
     /// Go-Back-N (lossless RoCE with PFC).
     GoBackN,
@@ -109,7 +109,7 @@ pub enum Recovery {
 }
 
 /// What an IRN sender resends when a NAK reports a hole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IrnResend {
     /// Only the missing packet the NAK names, once (the IRN paper's
@@ -130,7 +130,7 @@ pub enum IrnResend {
 
 /// DCQCN parameters (defaults: the ConWeave setup at 100 Gbit/s, DESIGN §8.1,
 /// the authors' `run.py`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DcqcnConfig {
     /// Enabled.
     pub enabled: bool,
@@ -181,7 +181,7 @@ impl Default for DcqcnConfig {
 }
 
 /// RoCE endpoint configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RoceConfig {
     /// Payload bytes per packet.
     pub payload: u16,

@@ -25,7 +25,7 @@ use crate::fabric::NodeSpec;
 use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use weft_wire::frame::FrameInfo;
@@ -40,7 +40,7 @@ pub const WINDOW_SHIFT: u32 = 7;
 pub const SEGMENT_OVERHEAD: usize = 14 + 20 + 20;
 
 /// Congestion control.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CongestionControl {
     /// NewReno (RFC 6582).
@@ -50,7 +50,7 @@ pub enum CongestionControl {
 }
 
 /// How the retransmission timeout follows from the RTT estimator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RtoRule {
     /// RFC 6298 §2: `SRTT + 4 RTTVAR`, then at least `min_rto` (the RFC's
@@ -65,7 +65,7 @@ pub enum RtoRule {
 }
 
 /// TCP configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TcpConfig {
     /// Congestion control.
     pub cc: CongestionControl,

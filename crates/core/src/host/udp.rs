@@ -24,7 +24,7 @@ use crate::fabric::NodeSpec;
 use crate::transmit::Transmit;
 use bytes::BytesMut;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use weft_wire::frame::FrameInfo;
@@ -36,7 +36,7 @@ use weft_wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
 pub const PROBE_LEN: usize = 16;
 
 /// How much a flow sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum UdpMode {
     /// This many payload bytes, as fast as the NIC allows.
@@ -72,7 +72,7 @@ pub fn poisson_gap(flow: u32, seq: u32, mean: Nanos) -> Nanos {
 }
 
 /// A UDP flow to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UdpFlow {
     /// Run-wide flow id.
     pub id: FlowId,
