@@ -895,6 +895,9 @@ pub struct RealTimeOptions {
     /// port plus p), and write the file-SD file and `prometheus.yml`
     /// listing them into `<dir>/prometheus/`.
     pub metrics: Option<(std::net::SocketAddr, std::path::PathBuf)>,
+    /// Frames that reach a node more than this after they were due are
+    /// dropped and counted (the bounded-lag policy; 0: no bound).
+    pub max_lag: Nanos,
 }
 
 /// Runs `opts` on `topo` in real time, all nodes as actors in this process
@@ -940,6 +943,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             opts.seed,
             rt_opts.spin_us,
             until,
+            rt_opts.max_lag,
             capture,
             rt_opts.metrics.clone(),
             progress,
@@ -981,6 +985,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             seed: opts.seed,
             report_every_ms: 0,
             metrics: rt_opts.metrics.as_ref().map(|m| m.0),
+            max_lag_ns: rt_opts.max_lag,
             workload: None,
         };
         let (mut p, addrs) = ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;

@@ -142,6 +142,8 @@ pub struct UpOptions {
     pub seed: u64,
     /// Traffic of the synthetic hosts (`--workload`), and what it is in words.
     pub workload: Option<(emu_node::node::HostWorkload, String)>,
+    /// Frames later than this at a node are dropped and counted (0: none).
+    pub max_lag: emu_node::time::Nanos,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -555,6 +557,7 @@ async fn run_fabric(
         report_every_ms: 500,
         metrics: Some(opts.metrics),
         workload: opts.workload.as_ref().map(|w| w.0.clone()),
+        max_lag: opts.max_lag,
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
@@ -783,6 +786,8 @@ pub struct PlanBase {
     pub metrics: Option<std::net::SocketAddr>,
     /// Traffic of the synthetic hosts (`weft up --workload`).
     pub workload: Option<emu_node::node::HostWorkload>,
+    /// The bounded-lag policy's bound (0: none).
+    pub max_lag: emu_node::time::Nanos,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -849,6 +854,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         seed: base.seed,
         report_every_ms: base.report_every_ms,
         metrics: base.metrics.map(|a| metrics_addr_of(a, process)),
+        max_lag_ns: base.max_lag,
         // Only the flows of the hosts this process runs.
         workload: base.workload.as_ref().map(|w| emu_node::node::HostWorkload {
             transport: w.transport,
@@ -1080,6 +1086,7 @@ pub async fn run_distributed(
     seed: u64,
     spin_us: u32,
     until: emu_node::time::Nanos,
+    max_lag: emu_node::time::Nanos,
     capture: Option<(LinkId, PathBuf, u64)>,
     metrics: Option<(std::net::SocketAddr, PathBuf)>,
     progress: &mut dyn FnMut(emu_node::time::Nanos, u64),
@@ -1108,6 +1115,7 @@ pub async fn run_distributed(
         metrics: metrics.as_ref().map(|m| m.0),
         // The hosts run here, with their flows already added.
         workload: None,
+        max_lag,
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;

@@ -37,6 +37,14 @@ pub struct UpArgs {
     /// (DESIGN 6.2).
     #[arg(long)]
     pub no_scale_params: bool,
+    /// The bounded-lag policy. A frame that reaches a switch or
+    /// host more than this after it was due (the emulator could not keep
+    /// up) is dropped and counted (`weft status` "overload drops",
+    /// weft_actor_overload_drops_total), as a NIC drops at a full receive
+    /// ring, instead of every later deadline running later still. 0 (the
+    /// default): no bound, the fabric runs late as a whole.
+    #[arg(long, value_name = "DURATION", default_value = crate::DEFAULT_MAX_LAG)]
+    pub max_lag: String,
     /// Microseconds before a deadline the timing thread stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     pub spin_us: u32,
@@ -173,6 +181,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         metrics: a.metrics,
         seed: a.seed,
         workload,
+        max_lag: crate::parse_max_lag(&a.max_lag)?,
         prometheus: if a.prometheus {
             let every = parse_duration(&a.scrape_interval)?;
             if every < 100_000_000 {
@@ -347,11 +356,11 @@ pub fn status(json: bool) -> Result<()> {
             reord
         );
     }
-    println!("actors (lag = how late deadlines are handled):");
+    println!("actors (lag = how late deadlines are handled; overload drops = frames later than --max-lag, dropped):");
     for p in &r.processes {
         for a in p.report.iter().flat_map(|r| &r.actors) {
             println!(
-                "  {:<10} p50 {:>7.1}us p99 {:>7.1}us max {:>8.1}us  rx {:>9} tx {:>9} drops {:>7} link-down drops {}",
+                "  {:<10} p50 {:>7.1}us p99 {:>7.1}us max {:>8.1}us  rx {:>9} tx {:>9} drops {:>7} link-down drops {} overload drops {}",
                 a.name,
                 a.lag.p50_ns as f64 / 1e3,
                 a.lag.p99_ns as f64 / 1e3,
@@ -359,7 +368,8 @@ pub fn status(json: bool) -> Result<()> {
                 a.rx_frames,
                 a.tx_frames,
                 a.switch_drops,
-                a.link_down_drops
+                a.link_down_drops,
+                a.overload_drops
             );
         }
         for (name, rx, qd, ld) in p.report.iter().flat_map(|r| &r.taps) {

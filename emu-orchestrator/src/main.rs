@@ -437,6 +437,20 @@ fn split_sets(sets: &[String]) -> Result<(schemes::Params, std::collections::BTr
     Ok((params, transport_params))
 }
 
+/// The bounded-lag policy's default (`--max-lag`): no bound. An overloaded
+/// fabric then runs late as a whole (counted as lag), which keeps a run of
+/// synthetic hosts complete; a bound trades lag for counted drops
+/// (BENCHMARKS.md, "Bounded lag").
+const DEFAULT_MAX_LAG: &str = "0";
+
+/// `--max-lag`: a duration, 0 for no bound.
+fn parse_max_lag(s: &str) -> Result<Nanos> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    emu_orchestrator::units::parse_duration(s).with_context(|| format!("--max-lag {s}"))
+}
+
 fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
     if let Some(c) = FlowSizeCdf::named(w) {
         return Ok(c);

@@ -60,6 +60,14 @@ pub(crate) struct RunArgs {
     /// Real time: capture a link into a pcap, LINK=FILE (first 1000 frames).
     #[arg(long, value_name = "LINK=FILE")]
     capture: Option<String>,
+    /// Real time: the bounded-lag policy. A frame that reaches a switch or
+    /// host more than this after it was due (the emulator could not keep
+    /// up) is dropped and counted (`weft status` "overload drops",
+    /// weft_actor_overload_drops_total), as a NIC drops at a full receive
+    /// ring, instead of every later deadline running later still. 0 (the
+    /// default): no bound, the fabric runs late as a whole.
+    #[arg(long, value_name = "DURATION")]
+    max_lag: Option<String>,
     /// Real time: µs before a deadline the scheduler stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     spin_us: u32,
@@ -249,6 +257,9 @@ impl RunPlan {
         if a.nodes > 0 {
             bail!("--nodes needs --clock real");
         }
+        if a.max_lag.is_some() {
+            bail!("--max-lag bounds how late a real-time run may fall behind; virtual time is never late");
+        }
         if a.metrics.is_some() {
             bail!("--metrics serves a live run: use it with --clock real (a virtual-time run writes --metrics-out FILE instead)");
         }
@@ -291,7 +302,14 @@ impl RunPlan {
                 Some((link.to_string(), PathBuf::from(file), 1000))
             }
         };
-        Ok(Clock::Real(RealTimeOptions { spin_us: a.spin_us, capture, nodes: a.nodes, metrics: a.metrics.map(|m| (m, a.out.clone())) }))
+        let max_lag = crate::parse_max_lag(a.max_lag.as_deref().unwrap_or(crate::DEFAULT_MAX_LAG))?;
+        Ok(Clock::Real(RealTimeOptions {
+            spin_us: a.spin_us,
+            capture,
+            nodes: a.nodes,
+            metrics: a.metrics.map(|m| (m, a.out.clone())),
+            max_lag,
+        }))
     }
 
     /// Says on stderr what the run will do that the user may not expect.

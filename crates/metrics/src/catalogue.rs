@@ -134,6 +134,13 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_actor_deadline_lag_seconds", H, ACTOR, "seconds", "How late an actor handled its deadlines in real time (frames and timers; 1 µs … 100 ms)."),
     m("weft_actor_link_down_drops_total", C, ACTOR, "frames", "Frames an actor discarded because the link was down."),
     m("weft_actor_send_errors_total", C, ACTOR, "frames", "Frames the transport could not send."),
+    m(
+        "weft_actor_overload_drops_total",
+        C,
+        ACTOR,
+        "frames",
+        "Frames dropped because they reached the actor more than the process's max lag after they were due: the emulation could not keep up (bounded-lag policy).",
+    ),
     m("weft_process_transport_rejected_total", C, PROCESS, "datagrams", "Datagrams that were malformed, of another fabric or for a link the process does not hold."),
     m("weft_process_scrape_duration_seconds", G, PROCESS, "seconds", "How long the latest scrape took to gather the metrics."),
 ];

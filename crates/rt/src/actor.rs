@@ -17,6 +17,19 @@
 //! after a later one (one held by the scheduler, one already late) is
 //! handled at the later time.
 //!
+//! Bounded lag (the overload policy, `max_lag`; 0, the default: no bound).
+//! When the process has more work than CPU, actors fall behind their
+//! deadlines. Unbounded, the whole fabric runs late alike (slow motion:
+//! relative timing holds, which suits synthetic hosts; real hosts see the
+//! lag). With a bound, a switch drops a frame that reaches it more than
+//! `max_lag` after it was due, before the pipeline sees it, and counts it
+//! (`overload_drops`, `weft_actor_overload_drops_total`), as a NIC whose
+//! host cannot keep up drops at its receive ring: what it forwards keeps
+//! its timing and the loss is visible, never silent. Hosts never drop (a
+//! late synthetic host is a source that sends late, which throttles it);
+//! timers and link changes are never dropped. BENCHMARKS.md ("Bounded
+//! lag") measures both.
+//!
 //! Invariants: the state machine is touched only by its actor; at most one
 //! timer is outstanding per actor for its earliest deadline (stale ones only
 //! cause a harmless extra `handle_timeout`); a frame sent on a port that is
@@ -223,6 +236,10 @@ pub struct ActorReport {
     pub idle: bool,
     /// Frames the switch dropped (buffer, no route, malformed, ...).
     pub switch_drops: u64,
+    /// Frames dropped because they reached the actor more than the
+    /// process's `max_lag` after they were due (the overload policy).
+    #[serde(default)]
+    pub overload_drops: u64,
 }
 
 /// The actor.
@@ -236,6 +253,9 @@ pub struct NodeActorArgs {
     pub scheduler: DeadlineScheduler,
     /// The actor's frame inbox (shared with its [`NodeHandle`]s).
     pub inbox: Arc<Inbox>,
+    /// Drop frames that arrive more than this after their due time (0: no
+    /// bound; see the module doc).
+    pub max_lag: Nanos,
 }
 
 /// State of [`NodeActor`].
@@ -251,6 +271,8 @@ pub struct NodeActorState {
     datagram: Vec<u8>,
     /// The latest time handed to the state machine: time never goes back.
     last: Nanos,
+    /// Frames later than this are dropped (0: no bound).
+    max_lag: Nanos,
     inbox: Arc<Inbox>,
     metrics: NodeMetrics,
 }
@@ -267,8 +289,12 @@ fn node_name(n: &Node) -> String {
 impl NodeActorState {
     fn on_frame(&mut self, wall: Nanos, port: PortId, frame: BytesMut, due: Nanos) {
         let now = due.min(wall).max(self.last);
-        self.lag.record(due, wall);
         self.report.rx_frames += 1;
+        if self.max_lag > 0 && wall.saturating_sub(due) > self.max_lag && matches!(self.node.as_deref(), Some(Node::Switch(_))) {
+            self.report.overload_drops += 1;
+            return;
+        }
+        self.lag.record(due, wall);
         if let Some(p) = self.ports.get(port.index()) {
             if !p.up {
                 self.report.link_down_drops += 1;
@@ -377,6 +403,7 @@ impl Actor for NodeActor {
             out: Vec::new(),
             datagram: Vec::with_capacity(2048),
             last: 0,
+            max_lag: args.max_lag,
             inbox: args.inbox,
             metrics: NodeMetrics::new(),
         })
@@ -460,6 +487,7 @@ impl Actor for NodeActor {
                 collect::actor_lag(&mut set, &st.name, &st.lag);
                 set.counter("weft_actor_link_down_drops_total", &[("actor", &st.name)], st.report.link_down_drops);
                 set.counter("weft_actor_send_errors_total", &[("actor", &st.name)], st.report.send_errors);
+                set.counter("weft_actor_overload_drops_total", &[("actor", &st.name)], st.report.overload_drops);
                 let _ = reply.send(set);
                 return Ok(());
             }

@@ -62,6 +62,11 @@ pub struct ProcessPlan {
     /// Serve Prometheus `/metrics` here (port 0: any free port).
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// Frames that reach a node more than this after they were due are
+    /// dropped and counted (the bounded-lag policy, [`crate::actor`]); 0:
+    /// no bound.
+    #[serde(default)]
+    pub max_lag_ns: Nanos,
     /// Traffic for the synthetic hosts placed here (`weft up --workload`):
     /// their transport and the flows they send. `None`: idle UDP hosts.
     #[serde(default)]
@@ -305,8 +310,12 @@ impl ProcessRuntime {
             }
             let Some(node) = nodes.get_mut(i).and_then(Option::take) else { continue };
             let inbox = Arc::new(Inbox::default());
-            match Actor::spawn(None, NodeActor, NodeActorArgs { node: Box::new(node), scheduler: sched.clone(), inbox: inbox.clone() })
-                .await
+            match Actor::spawn(
+                None,
+                NodeActor,
+                NodeActorArgs { node: Box::new(node), scheduler: sched.clone(), inbox: inbox.clone(), max_lag: plan.max_lag_ns },
+            )
+            .await
             {
                 Ok((a, _)) => {
                     actors.insert(id, NodeHandle::new(a, inbox));
