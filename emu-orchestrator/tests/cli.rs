@@ -129,6 +129,8 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
         "--load 2 must be in (0, 1]",
         &st,
     );
+    assert_one_line_error(&up(&["leaf-spine-2x4-rt-synthetic", "--max-lag", "5"]), "--max-lag 5", &st);
+    assert_one_line_error(&weft(&["run", "--max-lag", "5ms", "--out", ds]), "virtual time is never late", &d);
 }
 
 #[test]
