@@ -980,6 +980,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             inter: emu_node::link::InterProcess::Udp,
             spin_us: rt_opts.spin_us,
             tap_queue_ns: 1_000_000,
+            tap_offload: true,
             netns_prefix: String::new(),
             identity,
             seed: opts.seed,

@@ -144,6 +144,8 @@ pub struct UpOptions {
     pub workload: Option<(emu_node::node::HostWorkload, String)>,
     /// Frames later than this at a node are dropped and counted (0: none).
     pub max_lag: emu_node::time::Nanos,
+    /// TAP hosts get segmentation offload (TSO at their NIC, GRO toward them).
+    pub tap_offload: bool,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -558,6 +560,7 @@ async fn run_fabric(
         metrics: Some(opts.metrics),
         workload: opts.workload.as_ref().map(|w| w.0.clone()),
         max_lag: opts.max_lag,
+        tap_offload: opts.tap_offload,
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
@@ -788,6 +791,8 @@ pub struct PlanBase {
     pub workload: Option<emu_node::node::HostWorkload>,
     /// The bounded-lag policy's bound (0: none).
     pub max_lag: emu_node::time::Nanos,
+    /// TAP hosts get segmentation offload.
+    pub tap_offload: bool,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -849,6 +854,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         inter: base.inter,
         spin_us: base.spin_us,
         tap_queue_ns: 1_000_000,
+        tap_offload: base.tap_offload,
         netns_prefix: base.netns_prefix.clone(),
         identity: identity.clone(),
         seed: base.seed,
@@ -1116,6 +1122,7 @@ pub async fn run_distributed(
         // The hosts run here, with their flows already added.
         workload: None,
         max_lag,
+        tap_offload: true,
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;

@@ -45,6 +45,13 @@ pub struct UpArgs {
     /// default): no bound, the fabric runs late as a whole.
     #[arg(long, value_name = "DURATION", default_value = crate::DEFAULT_MAX_LAG)]
     pub max_lag: String,
+    /// TAP hosts without segmentation offload: their kernels then hand
+    /// over MTU frames one by one (by default a host's kernel sends TCP
+    /// super-frames of up to 64 KB that its NIC model cuts into MTU frames,
+    /// and in-order segments toward it are coalesced, as a NIC's TSO and
+    /// GRO do; the fabric sees MTU frames either way).
+    #[arg(long)]
+    pub no_tap_offload: bool,
     /// Microseconds before a deadline the timing thread stops sleeping and spins.
     #[arg(long, default_value_t = 20)]
     pub spin_us: u32,
@@ -182,6 +189,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         seed: a.seed,
         workload,
         max_lag: crate::parse_max_lag(&a.max_lag)?,
+        tap_offload: !a.no_tap_offload,
         prometheus: if a.prometheus {
             let every = parse_duration(&a.scrape_interval)?;
             if every < 100_000_000 {
@@ -372,8 +380,10 @@ pub fn status(json: bool) -> Result<()> {
                 a.overload_drops
             );
         }
-        for (name, rx, qd, ld) in p.report.iter().flat_map(|r| &r.taps) {
-            println!("  {name:<10} TAP host: {rx} frames sent into the fabric, {qd} NIC-queue drops, {ld} link-down drops");
+        for (name, rx, qd, ld, sf) in p.report.iter().flat_map(|r| &r.taps) {
+            println!(
+                "  {name:<10} TAP host: {rx} frames sent into the fabric ({sf} super-frames cut at its NIC), {qd} NIC-queue drops, {ld} link-down drops"
+            );
         }
     }
     println!("links: {}", r.links.join(" "));

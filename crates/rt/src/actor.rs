@@ -96,7 +96,7 @@ pub enum Egress {
         port: PortId,
     },
     /// A host's TAP device in this process, written by the process's writer thread.
-    Tap(Arc<tokio_tun::Tun>, crate::tap::TapWriter),
+    Tap(Arc<crate::tap::TapDevice>, crate::tap::TapWriter),
     /// Another emu-node process.
     Remote(RemoteSender),
 }

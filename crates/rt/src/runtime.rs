@@ -51,6 +51,10 @@ pub struct ProcessPlan {
     pub spin_us: u32,
     /// How long a TAP host's NIC queue may be, ns.
     pub tap_queue_ns: Nanos,
+    /// TAP hosts get segmentation offload (super-frames cut at their NIC,
+    /// segments coalesced toward them: [`crate::tap`]).
+    #[serde(default = "offload_default")]
+    pub tap_offload: bool,
     /// Prefix of namespace names ("" = the host name itself).
     pub netns_prefix: String,
     /// The fabric identity (QUIC links).
@@ -71,6 +75,10 @@ pub struct ProcessPlan {
     /// their transport and the flows they send. `None`: idle UDP hosts.
     #[serde(default)]
     pub workload: Option<weft_core::node::HostWorkload>,
+}
+
+fn offload_default() -> bool {
+    true
 }
 
 /// Addresses a process listens on for links.
@@ -204,8 +212,9 @@ pub struct ProcessReport {
     pub transport_rejected: u64,
     /// Frames that arrived from another process after their due time.
     pub transport_late: u64,
-    /// TAP hosts: (name, frames read, queue drops, link-down drops).
-    pub taps: Vec<(String, u64, u64, u64)>,
+    /// TAP hosts: (name, frames sent into the fabric, queue drops,
+    /// link-down drops, super-frames cut into MTU frames).
+    pub taps: Vec<(String, u64, u64, u64, u64)>,
     /// Scheduler: deadlines run, ns spent spinning, sleeps.
     pub scheduler: (u64, u64, u64),
 }
@@ -292,14 +301,15 @@ impl ProcessRuntime {
                 let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
                 // `ip` commands block for tens of ms each: run them off the
                 // runtime thread so QUIC keep-alives continue meanwhile.
-                let (h2, mtu, rate, rxe) = (h.clone(), port.mtu, port.rate, kind == HostKind::Rxe);
-                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, rxe)).await;
+                let (h2, mtu, rate, rxe, offload) = (h.clone(), port.mtu, port.rate, kind == HostKind::Rxe, plan.tap_offload);
+                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, rxe, offload)).await;
                 let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))));
                 match made {
                     Ok(host) => {
                         let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
                         let nic = TapNic::new(port.rate, delay, plan.tap_queue_ns);
-                        taps.push(TapEnd { host, nic: Arc::new(Mutex::new(nic)), counters: Default::default(), node: id });
+                        let counters = host.tun.counters.clone();
+                        taps.push(TapEnd { host, nic: Arc::new(Mutex::new(nic)), counters, node: id });
                     }
                     Err(e) => {
                         rt_err = Some(e.into());
@@ -565,6 +575,7 @@ impl ProcessRuntime {
                         c.rx_frames.load(Ordering::Relaxed),
                         c.queue_drops.load(Ordering::Relaxed),
                         c.link_down_drops.load(Ordering::Relaxed),
+                        c.super_frames.load(Ordering::Relaxed),
                     )
                 })
                 .collect(),

@@ -2,7 +2,7 @@
 //! device whose other end this process holds, and the host's NIC model.
 //!
 //! Set-up, in this order (each step with `ip`, so a user can reproduce and
-//! inspect it): `ip netns add <host>`; a TAP device (tokio-tun) created in
+//! inspect it): `ip netns add <host>`; a TAP device (tun-rs) created in
 //! the root namespace and moved into the host's namespace, renamed `eth0`,
 //! given the host's MAC from the addressing plan, the link MTU, its IPv4
 //! address and a default route via its ToR; `lo` up; IPv6 off (the
@@ -27,6 +27,19 @@
 //! NIC model (the TAP's ring then holds them), instead of dropping. A TAP
 //! alone gives no back-pressure: the kernel's tun driver drops when its
 //! ring is full, so the qdisc is what makes the kernel wait.
+//!
+//! Segmentation offload (issue 17, on by default, `--tap-offload off`
+//! turns it off): the TAP is opened with `IFF_VNET_HDR` and offers the
+//! kernel checksum and TCPv4 segmentation offload (TUNSETOFFLOAD), so a
+//! host's kernel hands over TCP super-frames of up to `gso_max_size` bytes
+//! with one virtio-net header each, as it would to a NIC with TSO. The
+//! reader cuts them into MTU frames ([`weft_wire::gso::segment`]) before
+//! the NIC model paces them onto the access link, so the ToR and everything
+//! behind it see only MTU frames with complete checksums; a super-frame is
+//! taken whole or not at all (a NIC's ring holds its descriptors). Toward
+//! a host, the writer thread coalesces the in-order segments of a flow that
+//! are due together into one packet ([`weft_wire::gso::Coalescer`], what a
+//! NIC's GRO/LRO does); it never holds a frame back to wait for more.
 
 use crate::clock::DeadlineScheduler;
 use crate::inbox::InboxSender;
@@ -37,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_core::fabric::HostSpec;
 use weft_core::serializer::Serializer;
+use weft_wire::gso::{self, Coalescer, VnetHdr, VNET_HDR_LEN};
 use weft_wire::ids::PortId;
 use weft_wire::time::{BitRate, Nanos};
 
@@ -63,7 +77,7 @@ pub enum TapError {
         /// Device name.
         dev: String,
         /// Cause.
-        source: tokio_tun::Error,
+        source: std::io::Error,
     },
     /// The kernel has no soft-RoCE.
     #[error("host `{0}` is of kind rxe, but this kernel has no rdma_rxe module (soft-RoCE): use kind = \"tap\" or a kernel with CONFIG_RDMA_RXE")]
@@ -104,17 +118,42 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
+/// Our end of a host's TAP device.
+pub struct TapDevice {
+    dev: tun_rs::AsyncDevice,
+    /// Frames carry a virtio-net header and may be super-frames.
+    offload: bool,
+    /// The host's counters (the writer counts what it writes here).
+    pub counters: Arc<TapCounters>,
+}
+
+impl TapDevice {
+    /// Whether segmentation offload is on.
+    pub fn offload(&self) -> bool {
+        self.offload
+    }
+}
+
 /// A host namespace with its TAP device.
 pub struct TapHost {
     /// Namespace (= host name).
     pub netns: String,
     /// Our end of the TAP device.
-    pub tun: Arc<tokio_tun::Tun>,
+    pub tun: Arc<TapDevice>,
 }
 
 /// Creates the namespace `netns` and its TAP-backed `eth0` configured from
-/// `spec`. Must run inside a tokio runtime.
-pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rate: BitRate, rxe: bool) -> Result<TapHost, TapError> {
+/// `spec`, with segmentation offload if `offload`. Must run inside a tokio
+/// runtime.
+pub fn create_tap_host(
+    netns: &str,
+    dev: &str,
+    spec: &HostSpec,
+    mtu: u16,
+    rate: BitRate,
+    rxe: bool,
+    offload: bool,
+) -> Result<TapHost, TapError> {
     if rxe && !kernel_has_rxe() {
         return Err(TapError::NoRxe(netns.to_string()));
     }
@@ -131,15 +170,14 @@ pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rate: 
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let made = (|| {
-        let tun = tokio_tun::Tun::builder()
+        let tun = tun_rs::DeviceBuilder::new()
             .name(dev)
-            .tap()
-            .mtu(mtu as i32)
-            .build()
-            .map_err(|source| TapError::Tun { dev: dev.to_string(), source })?
-            .into_iter()
-            .next()
-            .ok_or_else(|| TapError::Command { cmd: "TUNSETIFF".into(), stderr: "no queue returned".into() })?;
+            .layer(tun_rs::Layer::L2)
+            .mtu(mtu)
+            .offload(offload)
+            .build_async()
+            .map_err(|source| TapError::Tun { dev: dev.to_string(), source })?;
+        let tun = TapDevice { dev: tun, offload, counters: Default::default() };
         let qdisc = host_qdisc(rate, mtu);
         let mac = spec.mac.to_string();
         let mtu = mtu.to_string();
@@ -199,36 +237,94 @@ pub fn host_gso_max_size(burst: u64) -> u64 {
 /// TCP, waking the reader) in the writer's context: about half of the
 /// per-frame CPU of a one-hop path. A dedicated thread takes that off the
 /// thread that runs the actors and the deadlines. Frames are written in
-/// the order they were handed over.
+/// the order they were handed over, per device; with offload, the
+/// in-order segments of a flow that wait together are written as one
+/// packet (GRO).
 #[derive(Clone)]
 pub struct TapWriter {
-    tx: std::sync::mpsc::Sender<(Arc<tokio_tun::Tun>, BytesMut)>,
+    tx: std::sync::mpsc::Sender<(Arc<TapDevice>, BytesMut)>,
     errors: Arc<AtomicU64>,
 }
+
+/// Frames the writer takes from its queue at once.
+const WRITE_BATCH: usize = 64;
 
 impl TapWriter {
     /// Starts the writer thread (it ends when every handle is dropped).
     pub fn spawn() -> std::io::Result<Self> {
-        let (tx, rx) = std::sync::mpsc::channel::<(Arc<tokio_tun::Tun>, BytesMut)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(Arc<TapDevice>, BytesMut)>();
         let errors = Arc::new(AtomicU64::new(0));
         let e = errors.clone();
         std::thread::Builder::new().name("weft-tap-writer".into()).spawn(move || {
-            while let Ok((tun, frame)) = rx.recv() {
-                if tun.try_send(&frame).is_err() {
-                    e.fetch_add(1, Ordering::Relaxed);
+            let mut batch = Vec::with_capacity(WRITE_BATCH);
+            let mut gro = Coalescer::new(65_536);
+            while let Ok(first) = rx.recv() {
+                batch.push(first);
+                while batch.len() < WRITE_BATCH {
+                    match rx.try_recv() {
+                        Ok(x) => batch.push(x),
+                        Err(_) => break,
+                    }
                 }
+                // Per device, in order (a stable sort keeps each device's order).
+                batch.sort_by_key(|(d, _)| Arc::as_ptr(d) as usize);
+                let mut i = 0;
+                while i < batch.len() {
+                    let dev = batch[i].0.clone();
+                    let mut j = i;
+                    while j < batch.len() && Arc::ptr_eq(&batch[j].0, &dev) {
+                        j += 1;
+                    }
+                    let errs = write_frames(&dev, batch[i..j].iter().map(|(_, f)| &f[..]), &mut gro);
+                    e.fetch_add(errs, Ordering::Relaxed);
+                    i = j;
+                }
+                batch.clear();
             }
         })?;
         Ok(TapWriter { tx, errors })
     }
     /// Queues `frame` for `tun`.
-    pub fn write(&self, tun: &Arc<tokio_tun::Tun>, frame: BytesMut) {
+    pub fn write(&self, tun: &Arc<TapDevice>, frame: BytesMut) {
         let _ = self.tx.send((tun.clone(), frame));
     }
     /// Frames the kernel refused.
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }
+}
+
+/// Writes `frames` into `dev` (coalescing them with `gro` when the device
+/// has offload); returns the number of failed writes.
+fn write_frames<'a>(dev: &TapDevice, frames: impl Iterator<Item = &'a [u8]>, gro: &mut Coalescer) -> u64 {
+    let mut errors = 0;
+    if !dev.offload {
+        for f in frames {
+            dev.counters.tx_packets.fetch_add(1, Ordering::Relaxed);
+            errors += u64::from(dev.dev.try_send(f).is_err());
+        }
+        return errors;
+    }
+    let mut flush = |gro: &mut Coalescer| {
+        if let Some((h, buf, segments)) = gro.take() {
+            dev.counters.tx_packets.fetch_add(1, Ordering::Relaxed);
+            if segments > 1 {
+                dev.counters.coalesced_packets.fetch_add(1, Ordering::Relaxed);
+                dev.counters.coalesced_segments.fetch_add(segments as u64, Ordering::Relaxed);
+            }
+            let hdr = h.emit();
+            let bufs = [std::io::IoSlice::new(&hdr), std::io::IoSlice::new(&buf)];
+            errors += u64::from(dev.dev.try_send_vectored(&bufs).is_err());
+        }
+    };
+    for f in frames {
+        if !gro.push(f) {
+            flush(gro);
+            gro.push(f);
+        }
+    }
+    flush(gro);
+    errors
 }
 
 /// Live state of the host side of an access link.
@@ -252,6 +348,18 @@ pub struct TapCounters {
     pub pauses: AtomicU64,
     /// Frames dropped because the link was down.
     pub link_down_drops: AtomicU64,
+    /// Super-frames (TSO/USO) read and cut into MTU frames.
+    pub super_frames: AtomicU64,
+    /// Frames with a virtio-net header that could not be segmented
+    /// (dropped).
+    pub offload_errors: AtomicU64,
+    /// Packets written into the TAP toward the host.
+    pub tx_packets: AtomicU64,
+    /// Of these, packets that coalesce several in-order segments (GRO),
+    /// and the segments in them.
+    pub coalesced_packets: AtomicU64,
+    /// See `coalesced_packets`.
+    pub coalesced_segments: AtomicU64,
 }
 
 impl TapNic {
@@ -266,6 +374,12 @@ impl TapNic {
             return None;
         }
         Some(self.serializer.start(now, len) + self.delay)
+    }
+    /// When a further segment of a super-frame [`TapNic::depart`] took
+    /// reaches the ToR: the NIC took the super-frame whole, so only a down
+    /// link drops it.
+    pub fn depart_segment(&mut self, now: Nanos, len: usize) -> Option<Nanos> {
+        self.up.then(|| self.serializer.start(now, len) + self.delay)
     }
     /// Applies a link change.
     pub fn apply(&mut self, now: Nanos, change: LinkChange) {
@@ -288,16 +402,17 @@ impl TapNic {
     }
 }
 
-/// Reads frames the host sends and delivers them to its ToR's port when due.
+/// Reads frames the host sends and delivers them to its ToR's port when due
+/// (super-frames cut into MTU frames first).
 pub async fn run_tap_reader(
-    tun: Arc<tokio_tun::Tun>,
+    tun: Arc<TapDevice>,
     nic: Arc<Mutex<TapNic>>,
     counters: Arc<TapCounters>,
     tor: InboxSender,
     tor_port: PortId,
     sched: DeadlineScheduler,
 ) {
-    let mut buf = vec![0u8; 65536];
+    let mut buf = vec![0u8; VNET_HDR_LEN + 65_536];
     // When the NIC queue, full after the last frame, has room again.
     let mut full: Option<Nanos> = None;
     loop {
@@ -314,31 +429,44 @@ pub async fn run_tap_reader(
             );
             let _ = rx.await;
         }
-        let Ok(n) = tun.recv(&mut buf).await else { break };
-        counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+        let Ok(n) = tun.dev.recv(&mut buf).await else { break };
         let now = sched.now();
-        let due = match nic.lock() {
-            Ok(mut nic) => {
-                let up = nic.is_up();
-                let d = nic.depart(now, n);
-                if d.is_none() {
-                    let c = if up { &counters.queue_drops } else { &counters.link_down_drops };
-                    c.fetch_add(1, Ordering::Relaxed);
-                }
-                full = nic.full_until(now);
-                d
-            }
-            Err(_) => None,
+        let Ok(mut g) = nic.lock() else { break };
+        let up = g.is_up();
+        let mut first = true;
+        let mut send = |seg: &[u8]| {
+            let due = if std::mem::take(&mut first) { g.depart(now, seg.len()) } else { g.depart_segment(now, seg.len()) };
+            counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+            let Some(due) = due else {
+                let c = if up { &counters.queue_drops } else { &counters.link_down_drops };
+                c.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            let frame = BytesMut::from(seg);
+            let tor = tor.clone();
+            sched.at(
+                due,
+                Box::new(move |_| {
+                    tor.deliver(tor_port, frame, due);
+                }),
+            );
         };
-        let Some(due) = due else { continue };
-        let frame = BytesMut::from(&buf[..n]);
-        let tor = tor.clone();
-        sched.at(
-            due,
-            Box::new(move |_| {
-                tor.deliver(tor_port, frame, due);
-            }),
-        );
+        if !tun.offload {
+            send(&buf[..n]);
+        } else {
+            let (hdr, frame) = buf[..n].split_at_mut(VNET_HDR_LEN.min(n));
+            let cut = VnetHdr::parse(hdr).and_then(|h| gso::segment(&h, frame, &mut send));
+            match cut {
+                Ok(k) if k > 1 => {
+                    counters.super_frames.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    counters.offload_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        full = g.full_until(now);
     }
 }
 

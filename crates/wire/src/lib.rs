@@ -32,6 +32,7 @@ pub mod buffer;
 pub mod conweave;
 pub mod ethernet;
 pub mod frame;
+pub mod gso;
 pub mod int;
 pub mod ipv4;
 pub mod lbsp;

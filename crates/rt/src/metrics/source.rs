@@ -72,6 +72,11 @@ impl MetricsSource {
             set.counter("weft_tap_queue_drops_total", &l, c.queue_drops.load(Ordering::Relaxed));
             set.counter("weft_tap_reader_pauses_total", &l, c.pauses.load(Ordering::Relaxed));
             set.counter("weft_tap_link_down_drops_total", &l, c.link_down_drops.load(Ordering::Relaxed));
+            set.counter("weft_tap_super_frames_total", &l, c.super_frames.load(Ordering::Relaxed));
+            set.counter("weft_tap_offload_errors_total", &l, c.offload_errors.load(Ordering::Relaxed));
+            set.counter("weft_tap_tx_packets_total", &l, c.tx_packets.load(Ordering::Relaxed));
+            set.counter("weft_tap_coalesced_packets_total", &l, c.coalesced_packets.load(Ordering::Relaxed));
+            set.counter("weft_tap_coalesced_segments_total", &l, c.coalesced_segments.load(Ordering::Relaxed));
         }
         let p = self.process.to_string();
         let pl = [("process", p.as_str())];
