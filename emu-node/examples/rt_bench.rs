@@ -15,6 +15,12 @@
 //!    the same rule): how late the switch and the sink handle frames, and
 //!    how many each dropped as overload.
 //!
+//! 4. frames/s over links to another process: the switch of 1. whose 8
+//!    uplinks are UDP links, then QUIC-datagram links, to a receiver with
+//!    its own runtime, deadline scheduler and sink on a thread of its own
+//!    (what a second emu-node process runs), fed as fast as the receiver
+//!    takes frames; frames/s at the receiver and frames the transport lost.
+//!
 //! With `WEFT_BENCH_SCRAPE_MS=N`, the forwarding run also gathers the
 //! switch's Prometheus metrics every N ms and encodes them as text (what a
 //! scrape of `/metrics` does), to measure the metrics' cost on forwarding.
@@ -265,5 +271,146 @@ fn main() {
             }
             drop(task);
         }
+
+        // 4. Forwarding over links to another process.
+        for quic in [false, true] {
+            let (fps, received, lost, offered, sent, refused) = over_links(quic).await;
+            println!(
+                "forwarding over {} links to another runtime (8 uplinks, 1500 B): {:.3} M frames/s ({offered} offered, {sent} sent by the switch, {refused} refused by the transport, {received} received, {lost} lost in transit)",
+                if quic { "QUIC-datagram" } else { "UDP" },
+                fps / 1e6
+            );
+        }
     });
+}
+
+/// Socket buffers as the runtime's link sockets have them (16 MiB, forced
+/// when root).
+fn big_buffers(s: &std::net::UdpSocket) {
+    use std::os::fd::AsRawFd;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        let v: libc::c_int = 16 << 20;
+        // SAFETY: setsockopt with a valid fd and a c_int value of the right size.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+}
+
+/// Scenario 4: (frames/s received, frames received, frames lost, frames
+/// offered, frames the switch sent, sends the transport refused).
+async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
+    use emu_node::link::quic::{endpoint_config, link_transport};
+    use emu_node::link::remote::{run_quic_receiver, run_udp_receiver, InboundTable, RemoteSender};
+    const TAG: u32 = 0x5eed;
+    let f = weft_testkit::leaf_pair(1, 8, BitRate::gbps(400));
+    let epoch = emu_node::clock::monotonic_ns();
+    let identity = emu_node::tls::FabricIdentity::generate().expect("identity");
+    let server = identity.quic_server(link_transport()).expect("server config");
+    let stats = Arc::new(Mutex::new(SinkStats::default()));
+    let links: Vec<u32> = f.nodes[0].ports.iter().map(|p| p.link.0).collect();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<(std::net::SocketAddr, Arc<InboundTable>)>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (rx_stats, rx_links) = (stats.clone(), links.clone());
+    let receiver = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+        rt.block_on(async move {
+            let task = SchedulerTask::start(FabricClock::with_epoch(epoch), Duration::from_micros(20)).expect("scheduler");
+            let sched = task.scheduler();
+            let inbox = Arc::new(Inbox::default());
+            let (sink, _) = Actor::spawn(None, Sink, (rx_stats, sched.clone(), inbox.clone())).await.expect("sink");
+            let sink = NodeHandle::new(sink, inbox);
+            let mut table = InboundTable::new(TAG);
+            for &l in &rx_links {
+                table.insert(l, 0, sink.frames.clone(), PortId(0));
+            }
+            let table = Arc::new(table);
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+            big_buffers(&sock);
+            let addr = sock.local_addr().expect("address");
+            if quic {
+                let ep = quinn::Endpoint::new(endpoint_config(), Some(server), sock, Arc::new(quinn::TokioRuntime)).expect("endpoint");
+                let _ = ready_tx.send((addr, table.clone()));
+                let conn = ep.accept().await.expect("incoming").await.expect("handshake");
+                tokio::spawn(run_quic_receiver(conn, table, sched.clone()));
+                let _ = stop_rx.await;
+                drop(ep);
+            } else {
+                sock.set_nonblocking(true).expect("non-blocking");
+                let sock = Arc::new(tokio::net::UdpSocket::from_std(sock).expect("tokio socket"));
+                let _ = ready_tx.send((addr, table.clone()));
+                tokio::spawn(run_udp_receiver(sock, table, sched.clone()));
+                let _ = stop_rx.await;
+            }
+            drop(task);
+        });
+    });
+    let (addr, table) = ready_rx.recv().expect("receiver ready");
+    let task = SchedulerTask::start(FabricClock::with_epoch(epoch), Duration::from_micros(20)).expect("scheduler");
+    let sched = task.scheduler();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    big_buffers(&sock);
+    let mut endpoint = None;
+    let senders: Vec<RemoteSender> = if quic {
+        let ep = quinn::Endpoint::new(endpoint_config(), None, sock, Arc::new(quinn::TokioRuntime)).expect("endpoint");
+        let client = emu_node::tls::quic_client(&identity.pin(), link_transport()).expect("client config");
+        let conn = ep.connect_with(client, addr, emu_node::tls::SERVER_NAME).expect("connect").await.expect("handshake");
+        endpoint = Some(ep);
+        links.iter().map(|_| RemoteSender::quic(TAG, conn.clone())).collect()
+    } else {
+        sock.set_nonblocking(true).expect("non-blocking");
+        let sock = Arc::new(tokio::net::UdpSocket::from_std(sock).expect("tokio socket"));
+        links.iter().map(|_| RemoteSender::udp(TAG, sock.clone(), addr)).collect()
+    };
+    let cfg = SwitchConfig::tofino2(1, false);
+    let sw = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");
+    let inbox = Arc::new(Inbox::default());
+    let args = NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone(), inbox: inbox.clone(), max_lag: 0 };
+    let (sw_ref, _) = Actor::spawn(None, NodeActor, args).await.expect("switch actor");
+    let sw = NodeHandle::new(sw_ref, inbox);
+    let ports = f.nodes[0]
+        .ports
+        .iter()
+        .zip(senders)
+        .map(|(p, r)| PortBinding { egress: Egress::Remote(r), link: p.link, dir: 0, delay: 1000, up: true, capture: None })
+        .collect();
+    let _ = sw.actor.cast(NodeMsg::Bind(ports));
+    let frames: Vec<BytesMut> = (0..4096).map(|i| frame(&f, 49152 + i as u16)).collect();
+    let lost = || table.report().iter().map(|r| r.seq.lost).sum::<u64>();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < Duration::from_secs(3) {
+        for fr in frames.iter().take(256) {
+            sw.frames.deliver(PortId(0), fr.clone(), sched.now());
+            sent += 1;
+        }
+        tokio::task::yield_now().await;
+        // Keep the queues bounded: wait while the receiver lags far behind
+        // (what the transport lost never arrives).
+        let waiting = Instant::now();
+        while sent.saturating_sub(stats.lock().map(|s| s.frames).unwrap_or(0) + lost()) > 20_000
+            && waiting.elapsed() < Duration::from_millis(200)
+        {
+            tokio::task::yield_now().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let s = stats.lock().map(|s| (s.frames, s.first, s.last)).unwrap_or((0, None, None));
+    let secs = match (s.1, s.2) {
+        (Some(a), Some(b)) => (b - a).as_secs_f64(),
+        _ => 1.0,
+    };
+    let lost = lost();
+    let report = sw.actor.call(NodeMsg::Report, None).await.ok().and_then(|r| r.success_or(()).ok()).unwrap_or_default();
+    let _ = stop_tx.send(());
+    drop(endpoint);
+    drop(task);
+    let _ = receiver.join();
+    (s.0 as f64 / secs, s.0, lost, sent, report.tx_frames, report.send_errors)
 }

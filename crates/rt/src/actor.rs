@@ -268,7 +268,8 @@ pub struct NodeActorState {
     lag: LagHistogram,
     out: Vec<Transmit>,
     report: ActorReport,
-    datagram: Vec<u8>,
+    /// UDP link datagrams sent when the message is handled.
+    udp_batch: crate::link::remote::UdpBatch,
     /// The latest time handed to the state machine: time never goes back.
     last: Nanos,
     /// Frames later than this are dropped (0: no bound).
@@ -377,7 +378,7 @@ impl NodeActorState {
             }
             Egress::Remote(r) => {
                 let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due };
-                if r.send(h, &t.frame, &mut self.datagram).is_err() {
+                if r.send_batched(h, &t.frame, &mut self.udp_batch).is_err() {
                     self.report.send_errors += 1;
                 }
             }
@@ -401,7 +402,7 @@ impl Actor for NodeActor {
             armed: None,
             lag: LagHistogram::default(),
             out: Vec::new(),
-            datagram: Vec::with_capacity(2048),
+            udp_batch: Default::default(),
             last: 0,
             max_lag: args.max_lag,
             inbox: args.inbox,
@@ -498,6 +499,7 @@ impl Actor for NodeActor {
             }
         }
         st.flush(&me);
+        st.report.send_errors += st.udp_batch.flush();
         Ok(())
     }
 }

@@ -1,6 +1,8 @@
 //! Links between emu-node processes: sending frames with a
 //! [`LinkHeader`] over UDP or QUIC datagrams, and handing received frames
-//! to the local actor when they are due.
+//! to the local actor when they are due. An actor's UDP datagrams wait in a
+//! [`UdpBatch`] while it handles one message and leave together (one
+//! `sendmmsg`); QUIC datagrams are batched by quinn.
 //!
 //! Invariants: sequence numbers count per link direction from 0; a
 //! datagram with another fabric tag, a bad header or an unknown link is
@@ -74,6 +76,130 @@ impl RemoteSender {
             }
         }
         Ok(())
+    }
+}
+
+impl RemoteSender {
+    /// Like [`RemoteSender::send`], but a UDP datagram waits in `batch`
+    /// until [`UdpBatch::flush`] (QUIC datagrams go at once: quinn batches
+    /// them itself). Sequence numbers are taken now, so the order of the
+    /// calls is the order on the link.
+    pub fn send_batched(&self, mut h: LinkHeader, frame: &[u8], batch: &mut UdpBatch) -> Result<(), SendError> {
+        match &self.inner.path {
+            Path::Udp { socket, peer } => {
+                h.fabric = self.inner.fabric;
+                h.seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+                match batch.push(socket, *peer, |buf| h.emit(frame, buf)) {
+                    0 => Ok(()),
+                    _ => Err(SendError::Udp(std::io::ErrorKind::WouldBlock.into())),
+                }
+            }
+            Path::Quic(_) => {
+                let mut scratch = Vec::new();
+                self.send(h, frame, &mut scratch)
+            }
+        }
+    }
+}
+
+/// UDP datagrams an actor sends while it handles one message, sent
+/// together with one `sendmmsg` (Linux) when it is done: a switch that
+/// forwards a burst pays one system call for it, not one per frame.
+/// Sending a little later does not change what the fabric does: every
+/// datagram carries its due time, and the receiver holds it until then.
+#[derive(Debug, Default)]
+pub struct UdpBatch {
+    socket: Option<Arc<tokio::net::UdpSocket>>,
+    /// The datagrams, back to back.
+    bytes: Vec<u8>,
+    /// (end offset in `bytes`, destination) per datagram.
+    items: Vec<(usize, socket2::SockAddr)>,
+    scratch: Vec<u8>,
+}
+
+/// Datagrams per `sendmmsg` call.
+const SEND_BATCH: usize = 64;
+
+impl UdpBatch {
+    fn push(&mut self, socket: &Arc<tokio::net::UdpSocket>, peer: SocketAddr, emit: impl FnOnce(&mut Vec<u8>)) -> u64 {
+        let mut errors = 0;
+        if self.socket.as_ref().is_some_and(|s| !Arc::ptr_eq(s, socket)) {
+            errors = self.flush();
+        }
+        self.socket.get_or_insert_with(|| socket.clone());
+        emit(&mut self.scratch);
+        self.bytes.extend_from_slice(&self.scratch);
+        self.items.push((self.bytes.len(), peer.into()));
+        errors
+    }
+
+    /// Datagrams waiting.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Sends what waits; returns how many datagrams the socket refused
+    /// (full buffer), which are dropped as `try_send_to` would drop them.
+    pub fn flush(&mut self) -> u64 {
+        let Some(socket) = self.socket.take() else { return 0 };
+        if let [(end, addr)] = &self.items[..] {
+            // One datagram (the usual case at a shaped port): a plain send.
+            let refused = addr.as_socket().is_none_or(|a| socket.try_send_to(&self.bytes[..*end], a).is_err());
+            self.items.clear();
+            self.bytes.clear();
+            return u64::from(refused);
+        }
+        let mut errors = 0u64;
+        let mut start = 0usize;
+        let mut i = 0usize;
+        while i < self.items.len() {
+            let chunk = &self.items[i..self.items.len().min(i + SEND_BATCH)];
+            let mut iovs: Vec<libc::iovec> = Vec::with_capacity(chunk.len());
+            let mut from = start;
+            for (end, _) in chunk {
+                iovs.push(libc::iovec { iov_base: self.bytes[from..*end].as_ptr() as *mut libc::c_void, iov_len: end - from });
+                from = *end;
+            }
+            // SAFETY: zeroed mmsghdr is a valid "empty" header; every
+            // pointer set below refers to `iovs` or `chunk`, which outlive
+            // the call, and the kernel only reads them.
+            let mut hdrs: Vec<libc::mmsghdr> = chunk
+                .iter()
+                .zip(iovs.iter_mut())
+                .map(|((_, addr), iov)| {
+                    let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                    h.msg_hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+                    h.msg_hdr.msg_namelen = addr.len();
+                    h.msg_hdr.msg_iov = iov as *mut libc::iovec;
+                    h.msg_hdr.msg_iovlen = 1;
+                    h
+                })
+                .collect();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&*socket);
+            let mut sent = 0usize;
+            while sent < hdrs.len() {
+                // SAFETY: `hdrs[sent..]` are valid, initialised headers (see above).
+                let n = unsafe { libc::sendmmsg(fd, hdrs[sent..].as_mut_ptr(), (hdrs.len() - sent) as libc::c_uint, 0) };
+                if n <= 0 {
+                    // Buffer full (EAGAIN) or another error: the first
+                    // waiting datagram is refused; try the rest.
+                    errors += 1;
+                    sent += 1;
+                } else {
+                    sent += n as usize;
+                }
+            }
+            start = from;
+            i += chunk.len();
+        }
+        self.items.clear();
+        self.bytes.clear();
+        errors
     }
 }
 
@@ -193,5 +319,39 @@ pub async fn run_udp_receiver(socket: Arc<tokio::net::UdpSocket>, table: Arc<Inb
 pub async fn run_quic_receiver(conn: quinn::Connection, table: Arc<InboundTable>, sched: DeadlineScheduler) {
     while let Ok(d) = conn.read_datagram().await {
         table.deliver(&sched, &d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_batch_sends_every_datagram_in_order_with_one_flush() {
+        let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let sender = RemoteSender::udp(7, tx.clone(), rx.local_addr().unwrap());
+        let mut batch = UdpBatch::default();
+        // More than one sendmmsg call's worth, of different sizes.
+        let frames: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 60 + i as usize]).collect();
+        for f in &frames {
+            let h = LinkHeader { dir: 1, fabric: 0, link: 3, seq: 0, due: 1000 };
+            sender.send_batched(h, f, &mut batch).unwrap();
+        }
+        assert_eq!(batch.len(), 100);
+        assert_eq!(batch.flush(), 0);
+        assert!(batch.is_empty());
+        let mut buf = vec![0u8; 2048];
+        for (i, f) in frames.iter().enumerate() {
+            let n = rx.recv(&mut buf).await.unwrap();
+            let (h, frame) = LinkHeader::parse(&buf[..n]).unwrap();
+            assert_eq!((h.fabric, h.link, h.dir, h.seq), (7, 3, 1, i as u64));
+            assert_eq!(frame, &f[..]);
+        }
+        // A lone datagram takes the plain path.
+        sender.send_batched(LinkHeader { dir: 0, fabric: 0, link: 1, seq: 0, due: 5 }, &[9u8; 64], &mut batch).unwrap();
+        assert_eq!(batch.flush(), 0);
+        let n = rx.recv(&mut buf).await.unwrap();
+        assert_eq!(LinkHeader::parse(&buf[..n]).unwrap().1, &[9u8; 64][..]);
     }
 }
