@@ -1,8 +1,9 @@
 //! `emu-node`: one process of a real-time weft fabric. Started by the
 //! orchestrator (`weft up`), never by hand: it connects to the
 //! orchestrator's control endpoint (QUIC, pinned certificate), proves the
-//! fabric token (environment variable `WEFT_TOKEN`, never on the command
-//! line), receives its share of the fabric, runs it, reports health every
+//! fabric token (environment variable `WEFT_TOKEN`, or standard input with
+//! `--token-stdin` when started over ssh; never on the command line),
+//! receives its share of the fabric, runs it, reports health every
 //! 500 ms, and on `Stop`, SIGTERM, SIGINT or loss of the control channel
 //! stops its actors and deletes the namespaces it created.
 
@@ -30,11 +31,32 @@ struct Args {
     /// This process's index in the fabric's placement.
     #[arg(long, value_name = "N")]
     process: u32,
+    /// The address this process's link sockets bind on and announce to the
+    /// other processes (default: the address of the control endpoint's
+    /// side, right for one machine).
+    #[arg(long, value_name = "IP")]
+    bind: Option<std::net::IpAddr>,
+    /// Read the fabric token from the first line of standard input instead
+    /// of WEFT_TOKEN (what `weft up --machines` does over ssh, so the token
+    /// never appears on a command line).
+    #[arg(long)]
+    token_stdin: bool,
 }
 
 fn main() -> ExitCode {
     let args = <Args as clap::Parser>::parse();
-    let token = std::env::var("WEFT_TOKEN").unwrap_or_default();
+    // Tests of the clock-offset estimation make this process's clock run
+    // ahead, as another machine's would.
+    if let Some(ns) = std::env::var("WEFT_TEST_CLOCK_OFFSET_NS").ok().and_then(|v| v.parse::<i64>().ok()) {
+        emu_node::clock::set_test_offset(ns);
+    }
+    let token = if args.token_stdin {
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        line.trim().to_string()
+    } else {
+        std::env::var("WEFT_TOKEN").unwrap_or_default()
+    };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -54,7 +76,13 @@ fn main() -> ExitCode {
 async fn run(args: Args, token: String) -> anyhow::Result<()> {
     let client = emu_node::tls::quic_client(&args.pin, quic::control_transport()).context("control channel TLS")?;
     let bind = SocketAddr::new(
-        if args.control.is_ipv6() { std::net::Ipv6Addr::LOCALHOST.into() } else { std::net::Ipv4Addr::LOCALHOST.into() },
+        match (args.bind, args.control.ip().is_loopback()) {
+            (Some(ip), _) => ip,
+            (None, true) if args.control.is_ipv6() => std::net::Ipv6Addr::LOCALHOST.into(),
+            (None, true) => std::net::Ipv4Addr::LOCALHOST.into(),
+            (None, false) if args.control.is_ipv6() => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            (None, false) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        },
         0,
     );
     let ep = quinn::Endpoint::client(bind).context("control endpoint")?;
@@ -66,13 +94,19 @@ async fn run(args: Args, token: String) -> anyhow::Result<()> {
     let (mut tx, mut rx) = conn.open_bi().await.context("control stream")?;
     let hello = ToOrchestrator::Hello { token, process: args.process, pid: std::process::id(), version: PROTOCOL_VERSION };
     control::send(&mut tx, &hello).await.context("sending hello")?;
-    let plan = match control::recv::<ToNode>(&mut rx).await {
-        Ok(ToNode::Plan(p)) => *p,
-        Ok(ToNode::Refused(why)) => bail!("the orchestrator refused this node: {why}"),
-        Ok(other) => bail!("unexpected first message {other:?}"),
-        Err(e) => return Err(anyhow!(e).context("the orchestrator closed the control channel")),
+    let plan = loop {
+        match control::recv::<ToNode>(&mut rx).await {
+            Ok(ToNode::Plan(p)) => break *p,
+            Ok(ToNode::ClockProbe { sent }) => {
+                let echo = ToOrchestrator::ClockEcho { sent, remote: emu_node::clock::monotonic_ns() };
+                control::send(&mut tx, &echo).await.context("answering a clock probe")?;
+            }
+            Ok(ToNode::Refused(why)) => bail!("the orchestrator refused this node: {why}"),
+            Ok(other) => bail!("unexpected first message {other:?}"),
+            Err(e) => return Err(anyhow!(e).context("the orchestrator closed the control channel")),
+        }
     };
-    let bind_ip = args.control.ip();
+    let bind_ip = args.bind.unwrap_or(args.control.ip());
     // Build every node, keep ours (building is cheap; it keeps the seeds and
     // addressing identical to a virtual-time run of the same fabric).
     // Synthetic hosts run the workload's transport and flows (`weft up

@@ -976,6 +976,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             process: 0,
             fabric: fabric.clone(),
             epoch,
+            clock_offset_ns: 0,
             fabric_tag: 1,
             inter: emu_node::link::InterProcess::Udp,
             spin_us: rt_opts.spin_us,

@@ -10,6 +10,7 @@
 pub mod dashboards;
 pub mod experiment;
 pub mod live;
+pub mod machines;
 pub mod plots;
 pub mod prometheus;
 pub mod topology;

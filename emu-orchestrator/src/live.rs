@@ -53,6 +53,9 @@ pub enum LiveError {
     /// Placement.
     #[error("placement: {0}")]
     Placement(String),
+    /// A machine of `--machines`.
+    #[error(transparent)]
+    Machines(#[from] crate::machines::MachinesError),
     /// An emu-node reported a failure (its own message).
     #[error("emu-node {0} failed: {1}")]
     Node(u32, String),
@@ -146,6 +149,9 @@ pub struct UpOptions {
     pub max_lag: emu_node::time::Nanos,
     /// TAP hosts get segmentation offload (TSO at their NIC, GRO toward them).
     pub tap_offload: bool,
+    /// Machines to spread the fabric over (`--machines`; empty: all
+    /// processes on this machine).
+    pub machines: Vec<crate::machines::Machine>,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -206,6 +212,65 @@ pub struct FabricState {
     /// The synthetic hosts' traffic (`--workload`), in words.
     #[serde(default)]
     pub traffic: Option<String>,
+    /// Processes started over ssh (`--machines`), by process index.
+    #[serde(default)]
+    pub machines: BTreeMap<u32, RemoteProcess>,
+    /// Links whose due times are less certain than their delay.
+    #[serde(default)]
+    pub clock_warnings: Vec<String>,
+}
+
+/// Links between processes whose ends' clock offsets are together less
+/// certain than the link's delay: a frame's due time, written by one end's
+/// clock and read by the other's, may then be off by more than the delay.
+fn clock_warnings(f: &FabricSpec, st: &FabricState) -> Vec<String> {
+    let unc = |n: emu_node::ids::NodeId| {
+        let p = f.nodes[n.index()].placement;
+        st.machines.get(&p).map_or(0, |r| r.clock_uncertainty_ns)
+    };
+    f.links
+        .iter()
+        .filter(|l| f.nodes[l.a.0.index()].placement != f.nodes[l.b.0.index()].placement)
+        .filter_map(|l| {
+            let u = unc(l.a.0) + unc(l.b.0);
+            (u > l.delay).then(|| {
+                format!(
+                    "link {}: the clocks of its ends are known to +-{:.1} us, more than its delay of {:.1} us; its frames may be early or late by that much",
+                    l.name,
+                    u as f64 / 1e3,
+                    l.delay as f64 / 1e3
+                )
+            })
+        })
+        .collect()
+}
+
+/// An emu-node started on another machine: what `weft down` (or the next
+/// `weft up` after a killed orchestrator) needs to clean up there.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoteProcess {
+    /// The machine.
+    pub machine: crate::machines::Machine,
+    /// The emu-node's pid on it (0 until it said hello).
+    pub pid: u32,
+    /// Namespaces of the TAP hosts it runs.
+    pub netns: Vec<String>,
+    /// Its clock minus this machine's, ns (estimated at start).
+    #[serde(default)]
+    pub clock_offset_ns: i64,
+    /// The estimate's uncertainty (half the best round trip), ns.
+    #[serde(default)]
+    pub clock_uncertainty_ns: u64,
+}
+
+/// This machine's address on the route toward `peer` (a UDP socket
+/// "connected" to it sends nothing but learns the source address).
+fn local_addr_toward(peer: std::net::IpAddr) -> Option<std::net::IpAddr> {
+    let any: std::net::IpAddr =
+        if peer.is_ipv6() { std::net::Ipv6Addr::UNSPECIFIED.into() } else { std::net::Ipv4Addr::UNSPECIFIED.into() };
+    let s = std::net::UdpSocket::bind((any, 0)).ok()?;
+    s.connect((peer, 9)).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
 }
 
 fn state_file(dir: &Path) -> PathBuf {
@@ -259,6 +324,19 @@ pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
             removed.push(format!("emu-node {i} (pid {pid})"));
         }
     }
+    // Processes on other machines: their ssh sessions here (checked to be
+    // this fabric's by its certificate pin on their command line), then
+    // the emu-nodes and namespaces there.
+    for (&i, r) in &st.machines {
+        if let Some(&pid) = st.processes.get(&i) {
+            let ours = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&st.pin));
+            if alive(pid) && ours && !st.pin.is_empty() {
+                kill(pid, libc::SIGKILL);
+            }
+        }
+        removed.push(format!("emu-node {i} on machine {} (pid {} there) and its hosts' namespaces", r.machine.name, r.pid));
+    }
+    clean_machines(&st);
     if let Some((pid, _)) = &st.prometheus {
         if alive(*pid) && is_prometheus(*pid) {
             kill(*pid, libc::SIGKILL);
@@ -276,6 +354,20 @@ pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
     let _ = std::fs::remove_file(state_file(dir));
     let _ = std::fs::remove_file(socket_file(dir));
     Ok(removed)
+}
+
+/// Cleans up, over ssh and in parallel, what the fabric of `st` left on
+/// other machines (each at most 10 s).
+fn clean_machines(st: &FabricState) {
+    let cleaners: Vec<_> = st.machines.values().filter_map(|r| crate::machines::spawn_cleanup(&r.machine, r.pid, &r.netns)).collect();
+    for mut c in cleaners {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }
 
 fn is_prometheus(pid: u32) -> bool {
@@ -463,13 +555,32 @@ pub fn preflight(topo: &Topology, opts: &UpOptions) -> Result<PathBuf, LiveError
 /// `ready` is called with the host lines once everything runs.
 pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])) -> Result<(), LiveError> {
     let emu = preflight(topo, opts)?;
+    // Every machine answers and runs this emu-node version before anything
+    // starts anywhere.
+    for m in &opts.machines {
+        m.preflight(&emu)?;
+    }
     let mut fabric = topo.fabric.clone();
     if !opts.explicit_placement {
-        auto_place(&mut fabric, opts.nodes);
+        if opts.machines.is_empty() {
+            auto_place(&mut fabric, opts.nodes);
+        } else {
+            let cut = crate::machines::place(&mut fabric, &opts.machines);
+            for line in crate::machines::describe(&fabric, &opts.machines) {
+                eprintln!("machine {line}");
+            }
+            eprintln!("{} links cross machines: {}", cut.len(), cut.join(" "));
+        }
     } else {
         place_hosts_with_tor(&mut fabric);
     }
     let procs = fabric.nodes.iter().map(|n| n.placement).max().unwrap_or(0) + 1;
+    if !opts.machines.is_empty() && procs as usize > opts.machines.len() {
+        return Err(LiveError::Placement(format!(
+            "the placement uses {procs} processes but the machines file names {} machines (one emu-node per machine)",
+            opts.machines.len()
+        )));
+    }
     let dir = opts.state_dir.clone();
     let netns: Vec<String> = fabric
         .nodes
@@ -528,6 +639,7 @@ fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
             kill(pid, libc::SIGKILL);
         }
     }
+    clean_machines(st);
     std::thread::sleep(Duration::from_millis(50));
     let existing = emu_node::tap::list_netns();
     for ns in &st.netns {
@@ -561,6 +673,7 @@ async fn run_fabric(
         workload: opts.workload.as_ref().map(|w| w.0.clone()),
         max_lag: opts.max_lag,
         tap_offload: opts.tap_offload,
+        machines: opts.machines.clone(),
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
@@ -793,6 +906,8 @@ pub struct PlanBase {
     pub max_lag: emu_node::time::Nanos,
     /// TAP hosts get segmentation offload.
     pub tap_offload: bool,
+    /// Process p runs on machine p over ssh (empty: all local).
+    pub machines: Vec<crate::machines::Machine>,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -823,7 +938,11 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     };
     let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
     let server = identity.quic_server(quic::control_transport())?;
-    let ep = quinn::Endpoint::server(server, (std::net::Ipv4Addr::LOCALHOST, 0).into()).map_err(io("control endpoint"))?;
+    // Other machines reach the control endpoint on this machine's address
+    // toward them; one machine uses loopback only.
+    let listen: std::net::IpAddr =
+        if base.machines.is_empty() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv4Addr::UNSPECIFIED.into() };
+    let ep = quinn::Endpoint::server(server, (listen, 0).into()).map_err(io("control endpoint"))?;
     let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
     state.control = ctl_addr.to_string();
     state.pin = identity.pin();
@@ -832,15 +951,49 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     for &p in procs {
         let log = std::fs::File::create(dir.join(format!("emu-node-{p}.log"))).map_err(io("emu-node log"))?;
         let log2 = log.try_clone().map_err(io("emu-node log"))?;
-        let child = tokio::process::Command::new(emu)
-            .args(["--control", &ctl_addr.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])
-            .env("WEFT_TOKEN", &token)
-            .stdout(log)
-            .stderr(log2)
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(io(format!("starting {}", emu.display())))?;
+        let child = match base.machines.get(p as usize) {
+            None => tokio::process::Command::new(emu)
+                .args(["--control", &ctl_addr.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])
+                .env("WEFT_TOKEN", &token)
+                .stdout(log)
+                .stderr(log2)
+                .process_group(0)
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(io(format!("starting {}", emu.display())))?,
+            Some(m) => {
+                // emu-node on the machine over ssh; the token on ssh's stdin.
+                let ctl = std::net::SocketAddr::new(local_addr_toward(m.bind).unwrap_or(ctl_addr.ip()), ctl_addr.port());
+                let mut cmd: tokio::process::Command = m.ssh_command().into();
+                let mut child = cmd
+                    .arg(m.emu_node_path(emu))
+                    .args(["--control", &ctl.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])
+                    .args(["--bind", &m.bind.to_string(), "--token-stdin"])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(log)
+                    .stderr(log2)
+                    .process_group(0)
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(io(format!("starting emu-node on machine {} over ssh", m.name)))?;
+                if let Some(mut stdin) = child.stdin.take() {
+                    use tokio::io::AsyncWriteExt as _;
+                    stdin.write_all(format!("{token}\n").as_bytes()).await.map_err(io(format!("token to machine {}", m.name)))?;
+                    // Kept open: closing ssh's stdin ends nothing, but some
+                    // ssh servers close the session on EOF.
+                    std::mem::forget(stdin);
+                }
+                let netns = base
+                    .fabric
+                    .nodes
+                    .iter()
+                    .filter(|n| n.placement == p && n.as_host().is_some_and(|h| h.kind != HostKind::Synthetic))
+                    .map(|n| format!("{}{}", base.netns_prefix, n.name))
+                    .collect();
+                state.machines.insert(p, RemoteProcess { machine: m.clone(), pid: 0, netns, clock_offset_ns: 0, clock_uncertainty_ns: 0 });
+                child
+            }
+        };
         state.processes.insert(p, child.id().unwrap_or(0));
         children.push(child);
     }
@@ -850,6 +1003,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         process,
         fabric: base.fabric.clone(),
         epoch,
+        clock_offset_ns: 0,
         fabric_tag,
         inter: base.inter,
         spin_us: base.spin_us,
@@ -883,10 +1037,19 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         let Ok(conn) = inc.await else { continue };
         let Ok((mut tx, mut rx)) = conn.accept_bi().await else { continue };
         match control::recv::<ToOrchestrator>(&mut rx).await {
-            Ok(ToOrchestrator::Hello { token: t, process, version, .. })
+            Ok(ToOrchestrator::Hello { token: t, process, version, pid })
                 if t == token && version == PROTOCOL_VERSION && procs.contains(&process) && !conns.contains_key(&process) =>
             {
-                control::send(&mut tx, &ToNode::Plan(Box::new(plan_for(process)))).await?;
+                let mut plan = plan_for(process);
+                if let Some(r) = state.machines.get_mut(&process) {
+                    r.pid = pid;
+                    // Another machine: another CLOCK_MONOTONIC.
+                    let (offset, uncertainty) = estimate_clock_offset(&mut tx, &mut rx).await?;
+                    (r.clock_offset_ns, r.clock_uncertainty_ns) = (offset, uncertainty);
+                    plan.clock_offset_ns = offset;
+                    write_state(dir, state)?;
+                }
+                control::send(&mut tx, &ToNode::Plan(Box::new(plan))).await?;
                 conns.insert(process, (conn, tx, rx));
             }
             _ => {
@@ -897,6 +1060,11 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             }
         }
     }
+    state.clock_warnings = clock_warnings(&base.fabric, state);
+    for w in &state.clock_warnings {
+        eprintln!("warning: {w}");
+    }
+    write_state(dir, state)?;
     let mut addrs = Vec::new();
     for (&p, (_, _, rx)) in conns.iter_mut() {
         match control::recv::<ToOrchestrator>(rx).await {
@@ -909,6 +1077,26 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         }
     }
     Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0) })
+}
+
+/// Clock probes per process on another machine.
+const CLOCK_PROBES: usize = 16;
+
+/// Estimates an emu-node's clock offset over its control stream
+/// ([`emu_node::clock::estimate_offset`] of [`CLOCK_PROBES`] exchanges).
+async fn estimate_clock_offset(tx: &mut quinn::SendStream, rx: &mut quinn::RecvStream) -> Result<(i64, u64), LiveError> {
+    let mut samples = Vec::with_capacity(CLOCK_PROBES);
+    for _ in 0..CLOCK_PROBES {
+        let sent = emu_node::clock::monotonic_ns();
+        control::send(tx, &ToNode::ClockProbe { sent }).await?;
+        match control::recv::<ToOrchestrator>(rx).await? {
+            ToOrchestrator::ClockEcho { sent: s, remote } if s == sent => {
+                samples.push(emu_node::clock::ClockSample { sent, remote, received: emu_node::clock::monotonic_ns() });
+            }
+            other => return Err(LiveError::Unexpected(u32::MAX, format!("{other:?} instead of a clock echo"))),
+        }
+    }
+    emu_node::clock::estimate_offset(&samples).ok_or_else(|| LiveError::Unexpected(u32::MAX, "no clock sample".into()))
 }
 
 fn tail_logs(dir: &Path, procs: u32) -> String {
@@ -1123,6 +1311,7 @@ pub async fn run_distributed(
         workload: None,
         max_lag,
         tap_offload: true,
+        machines: Vec::new(),
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;

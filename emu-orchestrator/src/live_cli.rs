@@ -16,6 +16,13 @@ pub struct UpArgs {
     /// Number of local emu-node processes.
     #[arg(long, default_value_t = 1)]
     pub nodes: u32,
+    /// Spread the fabric over the machines of FILE (TOML, `[[machine]]`
+    /// tables with name, ssh destination, optional user/port/identity/
+    /// known_hosts, the address links bind on): one emu-node per machine,
+    /// started over ssh after checking each machine runs this version;
+    /// leaves stay whole and the links between machines are listed.
+    #[arg(long, value_name = "FILE", conflicts_with = "nodes")]
+    pub machines: Option<PathBuf>,
     /// Use the topology's [placement] table instead of the automatic placement.
     #[arg(long)]
     pub placement: Option<PathBuf>,
@@ -190,6 +197,10 @@ pub fn up(a: UpArgs) -> Result<()> {
         workload,
         max_lag: crate::parse_max_lag(&a.max_lag)?,
         tap_offload: !a.no_tap_offload,
+        machines: match &a.machines {
+            Some(p) => emu_orchestrator::machines::load(p)?,
+            None => Vec::new(),
+        },
         prometheus: if a.prometheus {
             let every = parse_duration(&a.scrape_interval)?;
             if every < 100_000_000 {
@@ -214,7 +225,17 @@ pub fn up(a: UpArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let name = topo.fabric.name.clone();
     rt.block_on(live::up(&topo, &opts, |hosts| {
-        println!("fabric {name} is up on {} emu-node process(es), {} links between processes", opts.nodes, inter);
+        if opts.machines.is_empty() {
+            println!("fabric {name} is up on {} emu-node process(es), {} links between processes", opts.nodes, inter);
+        } else {
+            let names: Vec<&str> = opts.machines.iter().map(|m| m.name.as_str()).collect();
+            println!(
+                "fabric {name} is up on {} machines ({}), one emu-node each, {} links between them",
+                names.len(),
+                names.join(", "),
+                inter
+            );
+        }
         if let Some((_, t)) = &opts.workload {
             println!("traffic: {t}");
         }
@@ -338,6 +359,17 @@ pub fn status(json: bool) -> Result<()> {
         "{:<8} {:>7} {:<8} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "process", "pid", "state", "actors", "lag p50", "lag p99", "lag max", "tx lost", "tx reord"
     );
+    let machine_of = |p: u32| {
+        st.as_ref().and_then(|s| s.machines.get(&p)).map(|r| {
+            format!(
+                "{}, emu-node pid {} there, clock {:+.1} us +- {:.1} us from this machine's",
+                r.machine.name,
+                r.pid,
+                r.clock_offset_ns as f64 / 1e3,
+                r.clock_uncertainty_ns as f64 / 1e3
+            )
+        })
+    };
     for p in &r.processes {
         let (n, p50, p99, max, lost, reord) = p.report.as_ref().map_or((0, 0, 0, 0, 0, 0), |rep| {
             let l = |f: fn(&emu_node::lag::LagSummary) -> u64| rep.actors.iter().map(|a| f(&a.lag)).max().unwrap_or(0);
@@ -352,7 +384,7 @@ pub fn status(json: bool) -> Result<()> {
         });
         let us = |ns: u64| format!("{:.1}us", ns as f64 / 1000.0);
         println!(
-            "{:<8} {:>7} {:<8} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{:<8} {:>7} {:<8} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}{}",
             p.process,
             p.pid,
             p.state,
@@ -361,8 +393,12 @@ pub fn status(json: bool) -> Result<()> {
             us(p99),
             us(max),
             lost,
-            reord
+            reord,
+            machine_of(p.process).map_or(String::new(), |m| format!("  on machine {m} (pid here: its ssh session)"))
         );
+    }
+    for w in st.iter().flat_map(|s| &s.clock_warnings) {
+        println!("warning: {w}");
     }
     println!("actors (lag = how late deadlines are handled; overload drops = frames later than --max-lag, dropped):");
     for p in &r.processes {

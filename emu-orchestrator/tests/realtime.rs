@@ -979,3 +979,214 @@ fn lbsp_moves_the_degraded_links_ranges_and_reorders_less_than_rps() {
         "LBSP reorders far less than RPS under the degraded link: {lbsp_dsack} vs {rps_dsack} needless retransmissions"
     );
 }
+
+/// Three "machines" for `weft up --machines` (issue 18): network namespaces
+/// on this machine, each with its own address on a bridge (10.77.0.1-3,
+/// this machine 10.77.0.254) and its own real OpenSSH server, entered with
+/// `nsenter --net` so that it shares this machine's mounts (`ip netns` of
+/// the emu-nodes it starts must be visible here). Keys are made here; the
+/// servers' host key is pinned in a test-only known_hosts. Everything is
+/// removed on drop, also when the test fails.
+struct Machines {
+    dir: PathBuf,
+    tag: String,
+}
+
+impl Machines {
+    fn new() -> Machines {
+        let tag = format!("{}", std::process::id() % 1000);
+        let dir = std::env::temp_dir().join(format!("weft-machines-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("machines dir");
+        let m = Machines { dir, tag };
+        m.sh(
+            r#"set -e
+ip link add wmb$T type bridge; ip addr add 10.77.0.254/24 dev wmb$T; ip link set wmb$T up
+ssh-keygen -q -t ed25519 -N '' -f $D/client_key; ssh-keygen -q -t ed25519 -N '' -f $D/other_key
+ssh-keygen -q -t ed25519 -N '' -f $D/host_key; cp $D/client_key.pub $D/authorized_keys
+mkdir -p /run/sshd; : > $D/known_hosts
+printf '#!/bin/sh\necho emu-node 0.0.0\n' > $D/old-emu-node; chmod +x $D/old-emu-node
+for i in 1 2 3; do
+  ip netns add wm${T}m$i
+  ip link add wmv$T$i type veth peer name eth0 netns wm${T}m$i
+  ip link set wmv$T$i master wmb$T up
+  ip -n wm${T}m$i addr add 10.77.0.$i/24 dev eth0; ip -n wm${T}m$i link set eth0 up; ip -n wm${T}m$i link set lo up
+  printf 'ListenAddress 10.77.0.%s\nHostKey %s/host_key\nAuthorizedKeysFile %s/authorized_keys\nPermitRootLogin prohibit-password\nPidFile %s/sshd%s.pid\nStrictModes no\nUsePAM no\n' $i $D $D $D $i > $D/sshd$i.conf
+  nsenter --net=/run/netns/wm${T}m$i /usr/sbin/sshd -f $D/sshd$i.conf
+  echo "10.77.0.$i $(cut -d' ' -f1,2 $D/host_key.pub)" >> $D/known_hosts
+done"#,
+        );
+        m
+    }
+
+    fn sh(&self, script: &str) {
+        let o = Command::new("bash").args(["-c", script]).env("T", &self.tag).env("D", &self.dir).output().expect("bash");
+        assert!(o.status.success(), "machine set-up failed: {}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    /// A machines file for the three machines, after `edit`.
+    fn file(&self, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+        let d = self.dir.display();
+        let text: String = (1..=3)
+            .map(|i| {
+                format!(
+                    "[[machine]]\nname = \"m{i}\"\nssh = \"10.77.0.{i}\"\nuser = \"root\"\nidentity = \"{d}/client_key\"\nknown_hosts = \"{d}/known_hosts\"\nbind = \"10.77.0.{i}\"\n"
+                )
+            })
+            .collect();
+        let path = self.dir.join(name);
+        std::fs::write(&path, edit(text)).expect("machines file");
+        path
+    }
+}
+
+impl Drop for Machines {
+    fn drop(&mut self) {
+        let script = r#"for i in 1 2 3; do [ -f $D/sshd$i.pid ] && kill $(cat $D/sshd$i.pid) 2>/dev/null; ip netns del wm${T}m$i 2>/dev/null; done
+ip link del wmb$T 2>/dev/null; true"#;
+        let _ = Command::new("bash").args(["-c", script]).env("T", &self.tag).env("D", &self.dir).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// emu-node processes (not ssh clients) whose command line holds `what`.
+fn emu_nodes_with(what: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| String::from_utf8_lossy(&c).into_owned()).unwrap_or_default();
+            comm.trim() == "emu-node" && cmd.contains(what)
+        })
+        .collect()
+}
+
+/// Issue 18: one fabric over three machines through OpenSSH: leaves whole
+/// on two machines, spines on the third, UDP links between them; machine
+/// m2's clock runs 5 s ahead (a test-only offset its emu-node adds to its
+/// clock) and the orchestrator's estimate is within 50 us of it; TCP and
+/// ping between TAP hosts on different machines, with the delays within the
+/// one-machine test's bounds; a killed emu-node on one machine reported
+/// within 2 s; nothing left on any machine after `weft down`.
+#[test]
+#[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen, iperf3, ping: scripts/test runs it (as root, --include-ignored)"]
+fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machine() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "nsenter", "sshd", "ssh", "ssh-keygen", "iperf3", "ping"]) {
+        return;
+    }
+    let m = Machines::new();
+    const AHEAD_NS: i64 = 5_000_000_000;
+    let ahead = m.dir.join("emu-node-ahead");
+    let emu = weft_bin().with_file_name("emu-node");
+    std::fs::write(&ahead, format!("#!/bin/sh\nWEFT_TEST_CLOCK_OFFSET_NS={AHEAD_NS} exec {} \"$@\"\n", emu.display())).unwrap();
+    m.sh(&format!("chmod +x {}", ahead.display()));
+    let file = m
+        .file("machines.toml", |t| t.replace("bind = \"10.77.0.2\"", &format!("bind = \"10.77.0.2\"\nemu_node = \"{}\"", ahead.display())));
+    let f = Fabric::up("leaf-spine-2x4-rt", &["--machines", file.to_str().unwrap(), "--links", "udp"]);
+    let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.dir.join("fabric.json")).unwrap()).unwrap();
+    let remote: Vec<u32> = (0..3).map(|p| st["machines"][p.to_string()]["pid"].as_u64().unwrap_or(0) as u32).collect();
+    assert!(remote.iter().all(|&p| p > 0 && alive(p)), "an emu-node per machine, pids {remote:?}");
+    assert_eq!(st["machines"]["2"]["machine"]["name"], "m3");
+    for (p, truth) in [(0, 0), (1, AHEAD_NS), (2, 0)] {
+        let r = &st["machines"][p.to_string()];
+        let (est, unc) = (r["clock_offset_ns"].as_i64().unwrap_or(i64::MIN), r["clock_uncertainty_ns"].as_u64().unwrap_or(u64::MAX));
+        eprintln!("machine m{}: clock offset estimated {est} ns +- {unc} ns, true {truth} ns", p + 1);
+        assert!((est - truth).abs() <= 50_000, "machine m{}: estimated {est} ns, true {truth} ns", p + 1);
+    }
+    // h0 (leaf0, m1) -> h8 (leaf1, m2) through a spine on m3.
+    let mut srv = iperf_server(&f, "h8", 5201);
+    let v = iperf_client(&f, "h0", &["-c", "10.0.1.2", "-t", "3"]);
+    let _ = srv.wait();
+    let bps = received_bps(&v);
+    eprintln!("iperf3 TCP h0 (m1) -> h8 (m2) via m3: {:.1} Mbit/s", bps / 1e6);
+    assert!(bps > 100e6 && bps <= 1.01e9, "{bps} bit/s across machines");
+    // Delays as on one machine: never below the configured path, within the
+    // one-machine test's bound above it.
+    let topo = emu_orchestrator::topology::Topology::load("leaf-spine-2x4-rt").expect("topology");
+    let link = &topo.fabric.links[0];
+    let expected = 8.0 * (link.delay + link.rate.serialization_ns(98)) as f64 / 1e6;
+    let rtts = ping_rtts(&f, "h0", "10.0.1.2", 40);
+    let median = rtts[rtts.len() / 2];
+    eprintln!("ping h0 -> h8 across machines: min {:.3} ms, median {median:.3} ms, configured {expected:.3} ms", rtts[0]);
+    assert!(rtts[0] >= expected && median <= expected * 1.1 + RTT_CONSTANT_MS, "RTTs {rtts:?}");
+    // Kill the emu-node on m3 (the spines): reported within 2 s.
+    let t0 = Instant::now();
+    // SAFETY: killing an emu-node this test started.
+    unsafe { libc::kill(remote[2] as i32, libc::SIGKILL) };
+    let mut event = None;
+    while t0.elapsed() < Duration::from_secs(2) && event.is_none() {
+        event = f.status()["events"].as_array().and_then(|e| e.first()).and_then(|e| e.as_str()).map(String::from);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let event = event.expect("the loss of machine m3's emu-node is reported within 2 s");
+    eprintln!("reported after {:?}: {event}", t0.elapsed());
+    assert!(event.contains("emu-node 2") && event.contains("spine0") && event.contains("leaf0-spine0"), "{event}");
+    let prefix = f.prefix.clone();
+    drop(f);
+    std::thread::sleep(Duration::from_millis(300));
+    let left: Vec<_> = remote.iter().filter(|&&p| alive(p)).collect();
+    assert!(left.is_empty(), "emu-nodes left on the machines: {left:?}");
+    assert_clean(&[], &prefix);
+}
+
+/// Issue 18, bad input: an unreachable machine, a wrong key, another
+/// emu-node version, a machines file naming an address twice, and QUIC
+/// links over a network whose MTU cannot carry the frames: one clear error
+/// each, and nothing left started on any machine.
+#[test]
+#[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen: scripts/test runs it (as root, --include-ignored)"]
+fn bad_machines_get_one_clear_error_and_nothing_is_left_started() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "nsenter", "sshd", "ssh", "ssh-keygen"]) {
+        return;
+    }
+    let m = Machines::new();
+    let d = m.dir.display().to_string();
+    let cases: Vec<(&str, PathBuf, Vec<&str>, &str)> = vec![
+        (
+            "unreachable",
+            m.file("unreachable.toml", |t| t.replace("ssh = \"10.77.0.3\"", "ssh = \"10.77.0.9\"")),
+            vec!["--links", "udp"],
+            "machine m3 (10.77.0.9): ssh failed",
+        ),
+        (
+            "wrong key",
+            m.file("key.toml", |t| t.replacen(&format!("{d}/client_key"), &format!("{d}/other_key"), 1)),
+            vec!["--links", "udp"],
+            "machine m1 (10.77.0.1): ssh failed: root@10.77.0.1: Permission denied",
+        ),
+        (
+            "version",
+            m.file("version.toml", |t| {
+                t.replace("bind = \"10.77.0.2\"", &format!("bind = \"10.77.0.2\"\nemu_node = \"{d}/old-emu-node\""))
+            }),
+            vec!["--links", "udp"],
+            "machine m2: its emu-node",
+        ),
+        (
+            "address twice",
+            m.file("twice.toml", |t| t.replace("bind = \"10.77.0.2\"", "bind = \"10.77.0.1\"")),
+            vec!["--links", "udp"],
+            "bind address `10.77.0.1` is named twice (machines m1 and m2)",
+        ),
+        ("underlay MTU", m.file("quic.toml", |t| t), vec!["--links", "quic"], "raise that network's MTU to at least"),
+    ];
+    for (what, file, extra, expect) in cases {
+        let prefix = unique("bm");
+        let dir = std::env::temp_dir().join(format!("weft-test-{}", prefix.trim_end_matches('-')));
+        let mut args = vec!["up", "leaf-spine-2x4-rt", "--netns-prefix", &prefix, "--machines", file.to_str().unwrap()];
+        args.extend(extra);
+        let o = Fabric::weft(&dir, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let error_lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+        eprintln!("{what}: {error_lines:?}");
+        assert!(!o.status.success() && error_lines.len() == 1 && error_lines[0].contains(expect), "{what}: {err}");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(emu_nodes_with(&prefix).is_empty() && emu_nodes_with("--token-stdin").is_empty(), "{what}: an emu-node was left running");
+        assert_clean(&[], &prefix);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -33,12 +33,52 @@ use tokio::io::Interest;
 use tokio::sync::Notify;
 use weft_wire::time::Nanos;
 
-/// Nanoseconds of `CLOCK_MONOTONIC` (shared by all processes of a machine).
+/// Nanoseconds of `CLOCK_MONOTONIC` (shared by all processes of a machine;
+/// not between machines: the orchestrator measures each machine's offset,
+/// see [`ClockSample`]), plus the test offset, if one was set.
 pub fn monotonic_ns() -> u64 {
+    kernel_monotonic_ns().wrapping_add_signed(TEST_OFFSET_NS.load(Ordering::Relaxed))
+}
+
+fn kernel_monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+static TEST_OFFSET_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// For tests of the clock-offset estimation only: this process's clock
+/// runs `ns` ahead of the machine's (as another machine's clock would).
+/// emu-node sets it from `WEFT_TEST_CLOCK_OFFSET_NS` before anything reads
+/// the clock.
+pub fn set_test_offset(ns: i64) {
+    TEST_OFFSET_NS.store(ns, Ordering::Relaxed);
+}
+
+/// One exchange of the clock-offset estimation (NTP's on-wire idea, over
+/// the control channel): the orchestrator sends at `sent` and receives the
+/// answer at `received` (its clock); the emu-node read `remote` (its clock)
+/// in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    /// Orchestrator clock when the probe left.
+    pub sent: u64,
+    /// emu-node clock when it answered.
+    pub remote: u64,
+    /// Orchestrator clock when the answer arrived.
+    pub received: u64,
+}
+
+/// The emu-node's clock minus the orchestrator's (ns) and its uncertainty
+/// (half the round trip, ns), from the sample with the smallest round trip
+/// (the one least delayed by queues; NTP's minimum filter). `None` without
+/// a valid sample.
+pub fn estimate_offset(samples: &[ClockSample]) -> Option<(i64, u64)> {
+    let best = samples.iter().filter(|s| s.received >= s.sent).min_by_key(|s| s.received - s.sent)?;
+    let mid = best.sent as i128 + (best.received - best.sent) as i128 / 2;
+    Some(((best.remote as i128 - mid) as i64, (best.received - best.sent) / 2))
 }
 
 /// The fabric's time: monotonic nanoseconds since the fabric epoch.
@@ -221,6 +261,8 @@ impl TimerFd {
     }
     /// Arms the timer for absolute monotonic time `at_mono` (ns).
     fn arm(&self, at_mono: u64) {
+        // The kernel's clock: without the test offset.
+        let at_mono = at_mono.wrapping_add_signed(-TEST_OFFSET_NS.load(Ordering::Relaxed));
         let spec = libc::itimerspec {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
             it_value: libc::timespec { tv_sec: (at_mono / 1_000_000_000) as i64, tv_nsec: (at_mono % 1_000_000_000) as i64 },
@@ -313,6 +355,21 @@ async fn drive(clock: FabricClock, shared: Arc<Shared>, timer: TimerFd, spin_ns:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_offset_comes_from_the_sample_with_the_shortest_round_trip() {
+        // The emu-node's clock runs 5 s ahead; one sample was delayed on
+        // the way back (asymmetric: it would err by 400 us).
+        let ahead = 5_000_000_000u64;
+        let samples = [
+            ClockSample { sent: 1_000_000, remote: 1_000_100 + ahead, received: 1_000_900 },
+            ClockSample { sent: 2_000_000, remote: 2_000_050 + ahead, received: 2_000_100 },
+        ];
+        assert_eq!(estimate_offset(&samples), Some((5_000_000_000, 50)));
+        assert_eq!(estimate_offset(&[]), None);
+        // A clock behind gives a negative offset.
+        assert_eq!(estimate_offset(&[ClockSample { sent: 10_000, remote: 4_000, received: 10_020 }]), Some((-6_010, 10)));
+    }
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()

@@ -18,7 +18,7 @@ use weft_wire::ids::LinkId;
 /// Largest accepted message.
 pub const MAX_MESSAGE: usize = 64 << 20;
 /// Protocol version (Hello carries it).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Control-channel errors.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,14 @@ pub enum ToOrchestrator {
     CaptureStarted(bool),
     /// Something failed; the process stops.
     Failed(String),
+    /// Answer to [`ToNode::ClockProbe`], sent at once: the probe's time and
+    /// this process's clock ([`crate::clock::monotonic_ns`]).
+    ClockEcho {
+        /// The probe's `sent`.
+        sent: u64,
+        /// This process's clock when it answered.
+        remote: u64,
+    },
     /// Answer to [`ToNode::Finish`]: the results of the switches run here,
     /// as the JSON of `summary.json`'s `switches` (that schema flattens
     /// queue counters, which bincode cannot encode).
@@ -75,6 +83,12 @@ pub enum ToOrchestrator {
 pub enum ToNode {
     /// Bad token or version.
     Refused(String),
+    /// Clock-offset estimation (before the plan, only for processes on
+    /// other machines): answer with [`ToOrchestrator::ClockEcho`] at once.
+    ClockProbe {
+        /// The orchestrator's clock when it sent this.
+        sent: u64,
+    },
     /// What to run.
     Plan(Box<ProcessPlan>),
     /// Link addresses of every process.

@@ -41,8 +41,14 @@ pub struct ProcessPlan {
     pub process: u32,
     /// The fabric (placement decides what runs here).
     pub fabric: FabricSpec,
-    /// Fabric epoch ([`crate::clock::monotonic_ns`] value of fabric time 0).
+    /// Fabric epoch ([`crate::clock::monotonic_ns`] value of fabric time 0,
+    /// on the orchestrator's clock).
     pub epoch: u64,
+    /// This process's clock minus the orchestrator's, as the orchestrator
+    /// estimated it (0 on the orchestrator's machine): the process's epoch
+    /// is `epoch + clock_offset_ns` on its own clock.
+    #[serde(default)]
+    pub clock_offset_ns: i64,
     /// Tag in every link header of this fabric.
     pub fabric_tag: u32,
     /// Transport between processes.
@@ -108,6 +114,21 @@ pub enum RuntimeError {
     /// TAP host set-up.
     #[error(transparent)]
     Tap(#[from] TapError),
+    /// The network between machines cannot carry this fabric's frames in
+    /// QUIC datagrams.
+    #[error("QUIC links need datagrams of {need} B for this fabric's {frame} B frames, but {dev} (the interface of {ip}) has MTU {mtu}: raise that network's MTU to at least {need} (jumbo frames, as VXLAN underlays do), or use --links udp (IP fragments the datagrams)")]
+    UnderlayMtu {
+        /// The bind address.
+        ip: std::net::IpAddr,
+        /// Its interface.
+        dev: String,
+        /// The interface's MTU.
+        mtu: u32,
+        /// The largest Ethernet frame of a link between processes.
+        frame: usize,
+        /// The IP MTU a QUIC datagram carrying it needs.
+        need: usize,
+    },
     /// TLS.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
@@ -155,6 +176,52 @@ pub enum RuntimeError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
     let what = what.into();
     move |source| RuntimeError::Io { what, source }
+}
+
+/// QUIC's overhead on a link datagram: IPv4 (20) + UDP (8) + a short
+/// header (1 + up to 20 B connection id + 4 B packet number) + the AEAD tag
+/// (16) + the DATAGRAM frame's type and length (1 + 2), rounded up.
+pub const QUIC_DATAGRAM_OVERHEAD: usize = 80;
+
+/// QUIC datagrams are never fragmented (quinn sets DF): between machines
+/// the interface of `bind_ip` must carry the largest frame of a link to
+/// another process, with weft's link header and QUIC's overhead. Loopback
+/// (one machine) always does; an unknown interface is not checked.
+fn check_underlay_mtu(plan: &ProcessPlan, bind_ip: std::net::IpAddr) -> Result<(), RuntimeError> {
+    if bind_ip.is_loopback() || bind_ip.is_unspecified() {
+        return Ok(());
+    }
+    let f = &plan.fabric;
+    let on = |n: NodeId| f.nodes.get(n.index()).map(|s| s.placement);
+    let frame = f
+        .links
+        .iter()
+        .filter(|l| on(l.a.0) != on(l.b.0) && (on(l.a.0) == Some(plan.process) || on(l.b.0) == Some(plan.process)))
+        .map(|l| l.mtu as usize + 18)
+        .max();
+    let Some(frame) = frame else { return Ok(()) };
+    let need = frame + crate::link::header::HEADER_LEN + QUIC_DATAGRAM_OVERHEAD;
+    let Some((dev, mtu)) = interface_mtu(bind_ip) else { return Ok(()) };
+    if (mtu as usize) < need {
+        return Err(RuntimeError::UnderlayMtu { ip: bind_ip, dev, mtu, frame, need });
+    }
+    Ok(())
+}
+
+/// The interface holding `ip` and its MTU (`ip -o addr show to IP`, then
+/// `ip -o link show dev DEV`: netlink, so right inside any network
+/// namespace, unlike /sys/class/net of another namespace's mount).
+fn interface_mtu(ip: std::net::IpAddr) -> Option<(String, u32)> {
+    let ip_o = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("ip").arg("-o").args(args).output().ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let addr = ip_o(&["addr", "show", "to", &ip.to_string()])?;
+    let dev = addr.split_whitespace().nth(1)?.trim_end_matches(':').split('@').next()?.to_string();
+    let link = ip_o(&["link", "show", "dev", &dev])?;
+    let mut words = link.split_whitespace();
+    words.find(|w| *w == "mtu")?;
+    Some((dev, words.next()?.parse().ok()?))
 }
 
 /// Socket buffers of link sockets: a burst of frames must wait in the
@@ -267,7 +334,10 @@ impl ProcessRuntime {
         mut nodes: Vec<Option<Node>>,
         bind_ip: std::net::IpAddr,
     ) -> Result<(Self, LinkAddrs), RuntimeError> {
-        let clock = FabricClock::with_epoch(plan.epoch);
+        if plan.inter == InterProcess::Quic {
+            check_underlay_mtu(&plan, bind_ip)?;
+        }
+        let clock = FabricClock::with_epoch(plan.epoch.wrapping_add_signed(plan.clock_offset_ns));
         let thread = SchedulerTask::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline timer"))?;
         let sched = thread.scheduler();
         // Sockets and the writer thread first: failing here leaves nothing
