@@ -152,6 +152,8 @@ pub struct UpOptions {
     /// Machines to spread the fabric over (`--machines`; empty: all
     /// processes on this machine).
     pub machines: Vec<crate::machines::Machine>,
+    /// Copy this weft's emu-node to every machine first.
+    pub copy_emu_node: bool,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -557,9 +559,14 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
     let emu = preflight(topo, opts)?;
     // Every machine answers and runs this emu-node version before anything
     // starts anywhere.
-    for m in &opts.machines {
+    let mut machines = opts.machines.clone();
+    for m in &mut machines {
+        if opts.copy_emu_node {
+            m.copy_emu_node(&emu)?;
+        }
         m.preflight(&emu)?;
     }
+    let opts = &UpOptions { machines, ..opts.clone() };
     let mut fabric = topo.fabric.clone();
     if !opts.explicit_placement {
         if opts.machines.is_empty() {

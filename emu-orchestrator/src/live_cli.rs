@@ -23,6 +23,10 @@ pub struct UpArgs {
     /// leaves stay whole and the links between machines are listed.
     #[arg(long, value_name = "FILE", conflicts_with = "nodes")]
     pub machines: Option<PathBuf>,
+    /// With --machines: copy this weft's emu-node to every machine first
+    /// (to its emu_node path, or /tmp/weft-emu-node-VERSION).
+    #[arg(long, requires = "machines")]
+    pub copy_emu_node: bool,
     /// Use the topology's [placement] table instead of the automatic placement.
     #[arg(long)]
     pub placement: Option<PathBuf>,
@@ -197,6 +201,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         workload,
         max_lag: crate::parse_max_lag(&a.max_lag)?,
         tap_offload: !a.no_tap_offload,
+        copy_emu_node: a.copy_emu_node,
         machines: match &a.machines {
             Some(p) => emu_orchestrator::machines::load(p)?,
             None => Vec::new(),

@@ -200,6 +200,31 @@ impl Machine {
         c
     }
 
+    /// Copies this weft's emu-node (`local`) to the machine, to its
+    /// `emu_node` path or else `/tmp/weft-emu-node-VERSION` (which then
+    /// becomes its path), over the ssh session's stdin.
+    pub fn copy_emu_node(&mut self, local: &Path) -> Result<(), MachinesError> {
+        let path = self.emu_node.clone().unwrap_or_else(|| format!("/tmp/weft-emu-node-{}", env!("CARGO_PKG_VERSION")));
+        let fail = |detail: String| MachinesError::Ssh { machine: self.name.clone(), dest: self.ssh.clone(), detail };
+        let file = std::fs::File::open(local).map_err(|e| fail(format!("cannot read {}: {e}", local.display())))?;
+        // Written aside and renamed: a running emu-node's file is never
+        // overwritten in place.
+        let tmp = format!("{path}.weft-copy");
+        let script = format!("'cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {path}'");
+        let out = self
+            .ssh_command()
+            .args(["sh", "-c", &script])
+            .stdin(file)
+            .output()
+            .map_err(|e| fail(format!("cannot run ssh ({e}); is openssh-client installed?")))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(fail(format!("copying emu-node to {path}: {}", err.lines().last().unwrap_or("").trim())));
+        }
+        self.emu_node = Some(path);
+        Ok(())
+    }
+
     /// Checks the machine before anything starts: ssh works and its
     /// emu-node is this version.
     pub fn preflight(&self, local_emu: &Path) -> Result<(), MachinesError> {

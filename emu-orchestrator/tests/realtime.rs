@@ -1135,7 +1135,8 @@ fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machi
 /// Issue 18, bad input: an unreachable machine, a wrong key, another
 /// emu-node version, a machines file naming an address twice, and QUIC
 /// links over a network whose MTU cannot carry the frames: one clear error
-/// each, and nothing left started on any machine.
+/// each, and nothing left started on any machine. Then the version
+/// mismatch fixed with `--copy-emu-node`.
 #[test]
 #[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen: scripts/test runs it (as root, --include-ignored)"]
 fn bad_machines_get_one_clear_error_and_nothing_is_left_started() {
@@ -1189,4 +1190,10 @@ fn bad_machines_get_one_clear_error_and_nothing_is_left_started() {
         assert_clean(&[], &prefix);
         let _ = std::fs::remove_dir_all(&dir);
     }
+    // The version mismatch, fixed by copying this weft's emu-node there.
+    let version = m.dir.join("version.toml");
+    let f = Fabric::up("leaf-spine-2x4-rt", &["--machines", version.to_str().unwrap(), "--links", "udp", "--copy-emu-node"]);
+    let copied = std::fs::metadata(m.dir.join("old-emu-node")).map(|x| x.len()).unwrap_or(0);
+    assert!(copied > 1_000_000, "--copy-emu-node put the emu-node binary in place of the old one ({copied} B)");
+    assert_eq!(f.status()["processes"].as_array().map(|p| p.len()), Some(3));
 }
