@@ -67,7 +67,7 @@ enum Command {
     Compare(Box<CompareArgs>),
     /// Start a real-time fabric: emu-node processes, links, TAP hosts in network namespaces.
     #[command(
-        after_help = "Examples:\n  sudo weft up leaf-spine-2x4-rt --nodes 3          # hosts h0..h15 in namespaces\n  sudo ip netns exec h8 iperf3 -s -D && sudo ip netns exec h0 iperf3 -c 10.0.1.2\n  sudo weft up leaf-spine-2x4-rt --nodes 3 --links udp --detach\n  weft up leaf-spine-2x4-rt-synthetic --nodes 2     # synthetic hosts, no root needed\n  weft up leaf-spine-2x4-rt-synthetic --workload alistorage --load 0.1 --prometheus --detach\n                                                    # live RoCE traffic for the dashboards\n  weft up leaf-spine-2x4-rt-synthetic --workload websearch --transport tcp --set tcp.cc=dctcp"
+        after_help = "Examples:\n  sudo weft up leaf-spine-2x4-rt --nodes 3          # hosts h0..h15 in namespaces\n  sudo ip netns exec h8 iperf3 -s -D && sudo ip netns exec h0 iperf3 -c 10.0.1.2\n  sudo weft up leaf-spine-2x4-rt --nodes 3 --links udp --detach\n  weft up leaf-spine-2x4-rt-synthetic --nodes 2     # synthetic hosts, no root needed\n  weft up leaf-spine-2x4-rt-synthetic --workload alistorage --load 0.1 --prometheus --detach\n                                                    # live RoCE traffic for the dashboards\n  weft up leaf-spine-2x4-rt-synthetic --workload websearch --transport tcp --set tcp.cc=dctcp\n  sudo weft up leaf-spine-2x4-rt --machines machines.toml --links udp   # one emu-node per machine, over ssh (docs/MACHINES.md)"
     )]
     Up(Box<live_cli::UpArgs>),
     /// Show the live fabric: processes, actors' deadline lag, transport loss, links.
