@@ -396,6 +396,9 @@ pub enum RunError {
     /// A load outside (0, 1].
     #[error("--load {0} must be in (0, 1]")]
     Load(f64),
+    /// A run on another machine failed (`weft compare --machines`).
+    #[error("{0}")]
+    Remote(String),
     /// Pattern problem.
     #[error(transparent)]
     Pattern(#[from] PatternError),

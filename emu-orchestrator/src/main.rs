@@ -160,6 +160,12 @@ struct CompareArgs {
     /// Output directory (one sub-directory per run, and compare.json).
     #[arg(long, default_value = "weft-compare")]
     out: PathBuf,
+    /// Run the matrix on the machines of FILE (as for `weft up
+    /// --machines`; each machine runs one cell at a time with its own
+    /// `weft`, which must be this version): the same results as here,
+    /// gathered into the same compare.json.
+    #[arg(long, value_name = "FILE")]
+    machines: Option<PathBuf>,
 }
 
 /// Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
@@ -276,11 +282,41 @@ fn compare(a: CompareArgs) -> Result<()> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
+    let machines = match &a.machines {
+        Some(p) => emu_orchestrator::machines::load(p)?,
+        None => Vec::new(),
+    };
+    let weft_exe = std::env::current_exe().context("this weft's path")?;
+    for m in &machines {
+        m.preflight_weft(&weft_exe)?;
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let jobs = a.jobs.unwrap_or_else(|| (cores / a.threads).max(1));
+    let jobs = if machines.is_empty() { a.jobs.unwrap_or_else(|| (cores / a.threads).max(1)) } else { machines.len() };
     let n = a.schemes.len() * a.loads.len() * transports.len();
     let per_run = if a.threads > 1 { format!(", {} threads per run", a.threads) } else { String::new() };
-    eprintln!("running {n} experiments ({} flows each) {jobs} at a time{per_run}...", a.flows);
+    let on = if machines.is_empty() { String::new() } else { format!(" on {} machines", machines.len()) };
+    eprintln!("running {n} experiments ({} flows each) {jobs} at a time{per_run}{on}...", a.flows);
+    // What every remote run gets besides its cell (files go along).
+    let remote_args = {
+        use emu_orchestrator::machines::RemoteArg::{File, Lit};
+        let file_or_name = |s: &str| if std::path::Path::new(s).is_file() { File(PathBuf::from(s)) } else { Lit(s.to_string()) };
+        let mut v = vec![file_or_name(&a.topology), Lit("--workload".into()), file_or_name(&a.workload)];
+        for (k, val) in [
+            ("--flows", a.flows.to_string()),
+            ("--warmup", a.warmup.clone()),
+            ("--seed", a.seed.to_string()),
+            ("--threads", a.threads.to_string()),
+            ("--slowdown", a.slowdown.clone()),
+        ] {
+            v.push(Lit(k.into()));
+            v.push(Lit(val));
+        }
+        for s in &a.set {
+            v.push(Lit("--set".into()));
+            v.push(Lit(s.clone()));
+        }
+        v
+    };
     let started = std::time::Instant::now();
     let mut report = Vec::new();
     let interrupt = stop_on_ctrl_c()?;
@@ -301,7 +337,22 @@ fn compare(a: CompareArgs) -> Result<()> {
             ..RunOptions::default()
         };
         let t0 = std::time::Instant::now();
-        let cells = experiment::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs);
+        let cells = if machines.is_empty() {
+            experiment::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs)
+        } else {
+            let cells: Vec<emu_orchestrator::machines::RemoteCell> = a
+                .schemes
+                .iter()
+                .flat_map(|s| {
+                    a.loads.iter().map(move |l| emu_orchestrator::machines::RemoteCell {
+                        scheme: s.clone(),
+                        load: *l,
+                        transport: tname.clone(),
+                    })
+                })
+                .collect();
+            emu_orchestrator::machines::compare_on(&machines, &weft_exe, &remote_args, &cells)
+        };
         let wall = t0.elapsed();
         println!(
             "{} | {} | {} | {} flows per run | warm-up {} | seed {} | FCT slowdown ({}) avg / p99",

@@ -1197,3 +1197,68 @@ fn bad_machines_get_one_clear_error_and_nothing_is_left_started() {
     assert!(copied > 1_000_000, "--copy-emu-node put the emu-node binary in place of the old one ({copied} B)");
     assert_eq!(f.status()["processes"].as_array().map(|p| p.len()), Some(3));
 }
+
+/// All files under `dir`, relative path -> bytes.
+fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.insert(p.strip_prefix(dir).unwrap_or(&p).to_path_buf(), b);
+            }
+        }
+    }
+    out
+}
+
+/// Issue 18, item 4: `weft compare --machines` spreads the runs of a
+/// matrix over three machines (each one run at a time, with the topology
+/// file sent along) and gathers byte-identical summaries, flow tables and
+/// plots, and the same compare.json but for wall times, as a local run
+/// with the same seed.
+#[test]
+#[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen: scripts/test runs it (as root, --include-ignored)"]
+fn weft_compare_over_machines_gives_the_results_of_a_local_compare() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "nsenter", "sshd", "ssh", "ssh-keygen"]) {
+        return;
+    }
+    let m = Machines::new();
+    let file = m.file("machines.toml", |t| t);
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/leaf-spine-2x4.toml");
+    let compare = |out: &Path, extra: &[&str]| {
+        let mut c = Command::new(weft_bin());
+        c.args(["compare", topo.to_str().unwrap(), "--schemes", "ecmp,conweave", "--loads", "0.3,0.6", "--flows", "300", "--seed", "7"])
+            .arg("--out")
+            .arg(out)
+            .args(extra);
+        let o = c.output().expect("weft compare");
+        assert!(o.status.success(), "weft compare {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let (here, there) = (m.dir.join("here"), m.dir.join("there"));
+    compare(&here, &[]);
+    let said = compare(&there, &["--machines", file.to_str().unwrap()]);
+    assert!(said.contains("on 3 machines"), "{said}");
+    let (a, b) = (files_under(&here), files_under(&there));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the same files");
+    assert!(a.len() >= 9, "4 runs x (summary.json, flows.csv), compare.json and plots: {:?}", a.keys());
+    for (k, v) in &a {
+        if k != Path::new("compare.json") {
+            assert!(&b[k] == v, "{} differs between the local and the machines' compare", k.display());
+        }
+    }
+    let strip = |bytes: &[u8]| {
+        let mut j: serde_json::Value = serde_json::from_slice(bytes).expect("compare.json");
+        j.as_object_mut().map(|o| o.remove("wall_s"));
+        for r in j["runs"].as_array_mut().into_iter().flatten() {
+            r.as_object_mut().map(|o| o.remove("wall_s"));
+        }
+        j
+    };
+    assert_eq!(strip(&a[Path::new("compare.json")]), strip(&b[Path::new("compare.json")]), "compare.json (wall times aside)");
+}

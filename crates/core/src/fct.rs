@@ -67,7 +67,7 @@ pub fn base_fct(frames: impl IntoIterator<Item = usize>, path: &[PathLink]) -> N
 }
 
 /// Which FCT slowdown `summary.json`, the tables and the plots report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SlowdownDefinition {
     /// Receiver-side FCT over the one-way store-and-forward base ([`base_fct`]).

@@ -63,8 +63,26 @@ use weft_wire::time::Nanos;
 /// Schema identifier.
 pub const SCHEMA: &str = "weft.summary/1";
 
+/// Reads the schema id of a `summary.json` (only [`SCHEMA`] is read).
+fn schema_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::borrow::Cow<'static, str>, D::Error> {
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    if s == SCHEMA {
+        Ok(SCHEMA.into())
+    } else {
+        Err(serde::de::Error::custom(format!("schema `{s}`, expected `{SCHEMA}`")))
+    }
+}
+
+impl Summary {
+    /// Reads a `summary.json` written by [`Summary::to_json`] (of this
+    /// version: `weft compare --machines` gathers runs made elsewhere).
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
 /// Results of one flow.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct FlowResult {
     /// Flow id.
     pub id: u32,
@@ -230,7 +248,7 @@ pub struct SwitchResult {
 }
 
 /// A host's results.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct HostResult {
     /// Name.
     pub name: String,
@@ -241,10 +259,11 @@ pub struct HostResult {
 }
 
 /// The whole `summary.json`.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct Summary {
     /// Schema id.
-    pub schema: &'static str,
+    #[serde(deserialize_with = "schema_id")]
+    pub schema: std::borrow::Cow<'static, str>,
     /// Topology name.
     pub topology: String,
     /// Scheme.
@@ -287,7 +306,7 @@ pub struct Summary {
 
 /// Fabric-wide scheme figures (DESIGN §6.1 for ConWeave; flowlets and path
 /// changes for the flowlet schemes).
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct SchemeTotals {
     /// Each counter summed over the switches.
     pub counters: BTreeMap<String, u64>,
@@ -296,7 +315,7 @@ pub struct SchemeTotals {
 }
 
 /// Statistics of a sampled integer distribution.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct DistributionStats {
     /// Number of samples.
     pub samples: u64,
@@ -363,7 +382,7 @@ impl SchemeTotals {
 }
 
 /// Fabric-wide totals.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Eq, Default)]
 pub struct NetworkTotals {
     /// PFC pause frames sent by switches (incl. refreshes).
     pub pfc_pauses: u64,
@@ -377,7 +396,7 @@ pub struct NetworkTotals {
 
 /// Distribution of (max - min) / mean of the bytes each leaf sent on its
 /// uplinks per sampling interval (ConWeave Fig. 14).
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct ImbalanceStats {
     /// Sampling interval.
     pub interval_ns: Nanos,
@@ -473,7 +492,7 @@ impl ImbalanceSampler {
 }
 
 /// Bytes queued at one switch port over time.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct QueueTrace {
     /// Switch name.
     pub switch: String,
@@ -557,7 +576,7 @@ impl QueueDepthSampler {
 }
 
 /// Statistics of a set of slowdowns.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct SlowdownStats {
     /// Number of flows.
     pub flows: usize,
@@ -597,7 +616,7 @@ pub const SIZE_BUCKETS: [(&str, u64, u64); 4] =
     [("<=10KB", 0, 10_000), ("10KB-100KB", 10_000, 100_000), ("100KB-1MB", 100_000, 1_000_000), (">1MB", 1_000_000, u64::MAX)];
 
 /// Slowdown statistics overall and per flow-size bucket.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct SlowdownReport {
     /// Which slowdown the statistics are of.
     pub definition: fct::SlowdownDefinition,
@@ -859,7 +878,7 @@ impl Summary {
         let network = NetworkTotals::of(&switches);
         let scheme_totals = SchemeTotals::of(&switches);
         Summary {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             topology: fabric.name.clone(),
             scheme: scheme.to_string(),
             traffic: traffic.to_string(),

@@ -20,7 +20,7 @@ use weft_wire::{arp, ethernet, pfc, EtherType, EthernetAddress, Ipv4Address};
 const ARP_RETRY: Nanos = 100 * MICROS;
 
 /// Host counters.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct HostCounters {
     /// Frames sent.
     pub tx_frames: u64,

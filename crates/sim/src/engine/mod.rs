@@ -88,7 +88,7 @@ struct LinkState {
 }
 
 /// Run-wide counters.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct EngineTotals {
     /// Events processed (deliveries, live timers, link events).
     pub events: u64,
