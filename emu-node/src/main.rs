@@ -22,9 +22,10 @@ use std::time::Duration;
 #[derive(clap::Parser)]
 #[command(name = "emu-node", version)]
 struct Args {
-    /// The orchestrator's control endpoint (QUIC).
-    #[arg(long, value_name = "ADDR:PORT")]
-    control: SocketAddr,
+    /// The orchestrator's control endpoint (QUIC): an address, or a host
+    /// name (a Kubernetes Service) and port.
+    #[arg(long, value_name = "HOST:PORT")]
+    control: String,
     /// SHA-256 (hex) of the fabric certificate the orchestrator presents.
     #[arg(long, value_name = "SHA256")]
     pin: String,
@@ -41,6 +42,17 @@ struct Args {
     /// never appears on a command line).
     #[arg(long)]
     token_stdin: bool,
+    /// Read the fabric token from this file (a mounted Kubernetes Secret).
+    #[arg(long, value_name = "FILE", conflicts_with = "token_stdin")]
+    token_file: Option<std::path::PathBuf>,
+}
+
+/// The arguments with the control endpoint resolved.
+struct ResolvedArgs {
+    control: SocketAddr,
+    pin: String,
+    process: u32,
+    bind: Option<std::net::IpAddr>,
 }
 
 fn main() -> ExitCode {
@@ -54,6 +66,14 @@ fn main() -> ExitCode {
         let mut line = String::new();
         let _ = std::io::stdin().read_line(&mut line);
         line.trim().to_string()
+    } else if let Some(f) = &args.token_file {
+        match std::fs::read_to_string(f) {
+            Ok(t) => t.trim().to_string(),
+            Err(e) => {
+                eprintln!("error: cannot read the token file {}: {e}", f.display());
+                return ExitCode::FAILURE;
+            }
+        }
     } else {
         std::env::var("WEFT_TOKEN").unwrap_or_default()
     };
@@ -74,6 +94,12 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args, token: String) -> anyhow::Result<()> {
+    let control: SocketAddr = tokio::net::lookup_host(&args.control)
+        .await
+        .with_context(|| format!("control endpoint `{}`", args.control))?
+        .next()
+        .with_context(|| format!("control endpoint `{}` resolves to no address", args.control))?;
+    let args = ResolvedArgs { control, pin: args.pin, process: args.process, bind: args.bind };
     let client = emu_node::tls::quic_client(&args.pin, quic::control_transport()).context("control channel TLS")?;
     let bind = SocketAddr::new(
         match (args.bind, args.control.ip().is_loopback()) {

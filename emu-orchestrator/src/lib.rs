@@ -9,6 +9,7 @@
 
 pub mod dashboards;
 pub mod experiment;
+pub mod k8s;
 pub mod live;
 pub mod machines;
 pub mod plots;

@@ -154,6 +154,8 @@ pub struct UpOptions {
     pub machines: Vec<crate::machines::Machine>,
     /// Copy this weft's emu-node to every machine first.
     pub copy_emu_node: bool,
+    /// The emu-nodes start by themselves (`--external-nodes`).
+    pub external: Option<ExternalNodes>,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -217,6 +219,9 @@ pub struct FabricState {
     /// Processes started over ssh (`--machines`), by process index.
     #[serde(default)]
     pub machines: BTreeMap<u32, RemoteProcess>,
+    /// Clocks of the processes on other machines or in pods, by process.
+    #[serde(default)]
+    pub clocks: BTreeMap<u32, ClockEstimate>,
     /// Links whose due times are less certain than their delay.
     #[serde(default)]
     pub clock_warnings: Vec<String>,
@@ -228,7 +233,7 @@ pub struct FabricState {
 fn clock_warnings(f: &FabricSpec, st: &FabricState) -> Vec<String> {
     let unc = |n: emu_node::ids::NodeId| {
         let p = f.nodes[n.index()].placement;
-        st.machines.get(&p).map_or(0, |r| r.clock_uncertainty_ns)
+        st.clocks.get(&p).map_or(0, |c| c.uncertainty_ns)
     };
     f.links
         .iter()
@@ -257,12 +262,15 @@ pub struct RemoteProcess {
     pub pid: u32,
     /// Namespaces of the TAP hosts it runs.
     pub netns: Vec<String>,
-    /// Its clock minus this machine's, ns (estimated at start).
-    #[serde(default)]
-    pub clock_offset_ns: i64,
+}
+
+/// A process's clock as the orchestrator estimated it at start.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ClockEstimate {
+    /// Its clock minus this machine's, ns.
+    pub offset_ns: i64,
     /// The estimate's uncertainty (half the best round trip), ns.
-    #[serde(default)]
-    pub clock_uncertainty_ns: u64,
+    pub uncertainty_ns: u64,
 }
 
 /// This machine's address on the route toward `peer` (a UDP socket
@@ -681,6 +689,7 @@ async fn run_fabric(
         max_lag: opts.max_lag,
         tap_offload: opts.tap_offload,
         machines: opts.machines.clone(),
+        external: opts.external.clone(),
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
@@ -915,6 +924,8 @@ pub struct PlanBase {
     pub tap_offload: bool,
     /// Process p runs on machine p over ssh (empty: all local).
     pub machines: Vec<crate::machines::Machine>,
+    /// The emu-nodes start by themselves and connect (Kubernetes).
+    pub external: Option<ExternalNodes>,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -937,11 +948,9 @@ pub struct Launched {
 /// Starts one emu-node per index in `procs`, authenticates each (pinned
 /// certificate, token), sends its plan and waits for its link addresses.
 pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, state: &mut FabricState) -> Result<Launched, LiveError> {
-    let identity = FabricIdentity::generate()?;
-    let token: String = {
-        use rand::Rng;
-        let mut r = rand::rng();
-        (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect()
+    let (identity, token) = match &base.external {
+        Some(x) => load_identity(&x.identity_dir)?,
+        None => (FabricIdentity::generate()?, new_token()),
     };
     let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
     let server = identity.quic_server(quic::control_transport())?;
@@ -949,13 +958,16 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     // toward them; one machine uses loopback only.
     let listen: std::net::IpAddr =
         if base.machines.is_empty() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv4Addr::UNSPECIFIED.into() };
-    let ep = quinn::Endpoint::server(server, (listen, 0).into()).map_err(io("control endpoint"))?;
+    let listen: std::net::SocketAddr = base.external.as_ref().map_or((listen, 0).into(), |x| x.listen);
+    let ep = quinn::Endpoint::server(server, listen).map_err(io(format!("control endpoint {listen}")))?;
     let ctl_addr = ep.local_addr().map_err(io("control endpoint"))?;
     state.control = ctl_addr.to_string();
     state.pin = identity.pin();
     std::fs::create_dir_all(dir).map_err(io(format!("state directory {}", dir.display())))?;
     let mut children = Vec::new();
-    for &p in procs {
+    // External emu-nodes (Kubernetes pods) start by themselves.
+    let spawned: &[u32] = if base.external.is_some() { &[] } else { procs };
+    for &p in spawned {
         let log = std::fs::File::create(dir.join(format!("emu-node-{p}.log"))).map_err(io("emu-node log"))?;
         let log2 = log.try_clone().map_err(io("emu-node log"))?;
         let child = match base.machines.get(p as usize) {
@@ -997,7 +1009,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
                     .filter(|n| n.placement == p && n.as_host().is_some_and(|h| h.kind != HostKind::Synthetic))
                     .map(|n| format!("{}{}", base.netns_prefix, n.name))
                     .collect();
-                state.machines.insert(p, RemoteProcess { machine: m.clone(), pid: 0, netns, clock_offset_ns: 0, clock_uncertainty_ns: 0 });
+                state.machines.insert(p, RemoteProcess { machine: m.clone(), pid: 0, netns });
                 child
             }
         };
@@ -1031,7 +1043,11 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);
     let mut conns: Conns = BTreeMap::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let wait = base.external.as_ref().map_or(Duration::from_secs(20), |x| x.wait);
+    if base.external.is_some() {
+        eprintln!("waiting up to {} s for {} emu-nodes to connect to {listen}", wait.as_secs(), procs.len());
+    }
+    let deadline = tokio::time::Instant::now() + wait;
     while conns.len() < nprocs {
         let inc = tokio::select! {
             i = ep.accept() => i,
@@ -1050,10 +1066,13 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
                 let mut plan = plan_for(process);
                 if let Some(r) = state.machines.get_mut(&process) {
                     r.pid = pid;
-                    // Another machine: another CLOCK_MONOTONIC.
-                    let (offset, uncertainty) = estimate_clock_offset(&mut tx, &mut rx).await?;
-                    (r.clock_offset_ns, r.clock_uncertainty_ns) = (offset, uncertainty);
-                    plan.clock_offset_ns = offset;
+                }
+                // Another machine (or a pod, maybe on another node): another
+                // CLOCK_MONOTONIC.
+                if state.machines.contains_key(&process) || base.external.is_some() {
+                    let (offset_ns, uncertainty_ns) = estimate_clock_offset(&mut tx, &mut rx).await?;
+                    state.clocks.insert(process, ClockEstimate { offset_ns, uncertainty_ns });
+                    plan.clock_offset_ns = offset_ns;
                     write_state(dir, state)?;
                 }
                 control::send(&mut tx, &ToNode::Plan(Box::new(plan))).await?;
@@ -1084,6 +1103,37 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         }
     }
     Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0) })
+}
+
+/// emu-nodes that start by themselves (Kubernetes pods, `weft up
+/// --external-nodes`) with an identity and token made beforehand.
+#[derive(Debug, Clone)]
+pub struct ExternalNodes {
+    /// Where the control endpoint listens.
+    pub listen: std::net::SocketAddr,
+    /// `cert.der`, `key.der` and `token` (what `weft k8s render` puts in the
+    /// fabric's Secret).
+    pub identity_dir: PathBuf,
+    /// How long to wait for every emu-node.
+    pub wait: Duration,
+}
+
+/// A fresh fabric token (32 random bytes, hex).
+pub fn new_token() -> String {
+    use rand::Rng;
+    let mut r = rand::rng();
+    (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect()
+}
+
+/// Reads `cert.der`, `key.der` and `token` from `dir`.
+fn load_identity(dir: &Path) -> Result<(FabricIdentity, String), LiveError> {
+    let read = |name: &str| std::fs::read(dir.join(name)).map_err(io(format!("{}", dir.join(name).display())));
+    let identity = FabricIdentity { cert_der: read("cert.der")?, key_der: read("key.der")? };
+    let token = String::from_utf8_lossy(&read("token")?).trim().to_string();
+    if token.len() < 16 {
+        return Err(LiveError::Placement(format!("{}: the token is too short", dir.join("token").display())));
+    }
+    Ok((identity, token))
 }
 
 /// Clock probes per process on another machine.
@@ -1209,7 +1259,7 @@ async fn handle(live: &Live, req: Request) -> Response {
                     ProcessStatus {
                         process: p,
                         pid: n.pid,
-                        state: if dead.is_some() || !alive(n.pid) { "dead".into() } else { "running".into() },
+                        state: if dead.is_some() || (n.pid != 0 && !alive(n.pid)) { "dead".into() } else { "running".into() },
                         report: n.report.lock().ok().and_then(|r| r.clone()),
                     }
                 })
@@ -1319,6 +1369,7 @@ pub async fn run_distributed(
         max_lag,
         tap_offload: true,
         machines: Vec::new(),
+        external: None,
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;

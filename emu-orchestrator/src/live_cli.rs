@@ -27,6 +27,21 @@ pub struct UpArgs {
     /// (to its emu_node path, or /tmp/weft-emu-node-VERSION).
     #[arg(long, requires = "machines")]
     pub copy_emu_node: bool,
+    /// Start no emu-node: wait for N of them to connect by themselves (the
+    /// pods of `weft k8s render`), with the identity and token of
+    /// --identity-dir, on --control-listen.
+    #[arg(long, value_name = "N", conflicts_with_all = ["nodes", "machines"], requires = "identity_dir")]
+    pub external_nodes: Option<u32>,
+    /// With --external-nodes: where the control endpoint listens.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:7400")]
+    pub control_listen: std::net::SocketAddr,
+    /// With --external-nodes: a directory with cert.der, key.der and token
+    /// (the fabric's Kubernetes Secret, mounted).
+    #[arg(long, value_name = "DIR")]
+    pub identity_dir: Option<PathBuf>,
+    /// With --external-nodes: how long to wait for every emu-node.
+    #[arg(long, value_name = "DURATION", default_value = "600s")]
+    pub wait_nodes: String,
     /// Use the topology's [placement] table instead of the automatic placement.
     #[arg(long)]
     pub placement: Option<PathBuf>,
@@ -189,8 +204,17 @@ pub fn up(a: UpArgs) -> Result<()> {
         }
     }
     let inter: InterProcess = a.links.parse().map_err(anyhow::Error::msg)?;
+    let external = match (a.external_nodes, &a.identity_dir) {
+        (Some(_), Some(dir)) => Some(live::ExternalNodes {
+            listen: a.control_listen,
+            identity_dir: dir.clone(),
+            wait: std::time::Duration::from_nanos(parse_duration(&a.wait_nodes).context("--wait-nodes")?),
+        }),
+        _ => None,
+    };
     let opts = UpOptions {
-        nodes: a.nodes.max(1),
+        external,
+        nodes: a.external_nodes.unwrap_or(a.nodes).max(1),
         inter,
         spin_us: a.spin_us,
         netns_prefix: a.netns_prefix.clone(),
@@ -365,15 +389,20 @@ pub fn status(json: bool) -> Result<()> {
         "process", "pid", "state", "actors", "lag p50", "lag p99", "lag max", "tx lost", "tx reord"
     );
     let machine_of = |p: u32| {
-        st.as_ref().and_then(|s| s.machines.get(&p)).map(|r| {
-            format!(
-                "{}, emu-node pid {} there, clock {:+.1} us +- {:.1} us from this machine's",
+        let s = st.as_ref()?;
+        let clock = s.clocks.get(&p).map(|c| {
+            format!("clock {:+.1} us +- {:.1} us from the orchestrator's", c.offset_ns as f64 / 1e3, c.uncertainty_ns as f64 / 1e3)
+        });
+        match (s.machines.get(&p), clock) {
+            (Some(r), c) => Some(format!(
+                "on machine {}, emu-node pid {} there, {} (pid here: its ssh session)",
                 r.machine.name,
                 r.pid,
-                r.clock_offset_ns as f64 / 1e3,
-                r.clock_uncertainty_ns as f64 / 1e3
-            )
-        })
+                c.unwrap_or_default()
+            )),
+            (None, Some(c)) => Some(c),
+            (None, None) => None,
+        }
     };
     for p in &r.processes {
         let (n, p50, p99, max, lost, reord) = p.report.as_ref().map_or((0, 0, 0, 0, 0, 0), |rep| {
@@ -399,7 +428,7 @@ pub fn status(json: bool) -> Result<()> {
             us(max),
             lost,
             reord,
-            machine_of(p.process).map_or(String::new(), |m| format!("  on machine {m} (pid here: its ssh session)"))
+            machine_of(p.process).map_or(String::new(), |m| format!("  {m}"))
         );
     }
     for w in st.iter().flat_map(|s| &s.clock_warnings) {

@@ -109,6 +109,40 @@ enum Command {
         #[arg(long, default_value = "15s")]
         rate_interval: String,
     },
+    /// Kubernetes: write the manifests that run a fabric on a cluster.
+    #[command(subcommand)]
+    K8s(K8sCommand),
+}
+
+#[derive(Subcommand)]
+enum K8sCommand {
+    /// Write the manifests (JSON, for `kubectl apply -f DIR`): a namespace,
+    /// the fabric's identity and token as a Secret, the plan as a
+    /// ConfigMap, the orchestrator pod and its Service, one privileged pod
+    /// per emu-node, a Service for their /metrics (docs/KUBERNETES.md).
+    #[command(after_help = "Examples:
+  weft k8s render leaf-spine-2x4-rt --nodes 3 --image registry.example/weft:0.1.0 --out weft-k8s
+  kubectl apply -f weft-k8s/
+  kubectl -n weft-leaf-spine-2x4-rt exec weft-orchestrator -- weft status")]
+    Render {
+        /// Topology file or shipped name.
+        topology: String,
+        /// emu-node pods.
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        /// Container image with `weft` and `emu-node` on its PATH.
+        #[arg(long, default_value = concat!("weft:", env!("CARGO_PKG_VERSION")))]
+        image: String,
+        /// Namespace (default: weft-<topology name>).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Transport between the emu-node pods: udp or quic.
+        #[arg(long, default_value = "udp")]
+        links: String,
+        /// Output directory (one JSON file per object).
+        #[arg(long, default_value = "weft-k8s")]
+        out: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -219,6 +253,39 @@ fn real_main(cli: Cli) -> Result<()> {
         }
         Command::Metrics => {
             print!("{}", emu_node::metrics::catalogue::markdown());
+            Ok(())
+        }
+        Command::K8s(K8sCommand::Render { topology, nodes, image, namespace, links, out }) => {
+            let topo = Topology::load(&topology)?;
+            let _: emu_node::link::InterProcess = links.parse().map_err(anyhow::Error::msg)?;
+            if nodes == 0 {
+                bail!("--nodes must be at least 1");
+            }
+            let text = match emu_orchestrator::topology::SHIPPED.iter().find(|(n, _)| *n == topology) {
+                Some((_, t)) => t.to_string(),
+                None => std::fs::read_to_string(&topology).with_context(|| format!("cannot read {topology}"))?,
+            };
+            let namespace = namespace.unwrap_or_else(|| format!("weft-{}", topo.fabric.name));
+            let o = emu_orchestrator::k8s::RenderOptions { namespace: namespace.clone(), image, nodes, links };
+            let manifests = emu_orchestrator::k8s::render(&topo, &text, &o)?;
+            std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+            for (name, v) in &manifests {
+                let path = out.join(name);
+                std::fs::write(&path, serde_json::to_string_pretty(v)? + "\n")
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                if name.contains("secret") {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                        .with_context(|| format!("cannot restrict {}", path.display()))?;
+                }
+            }
+            println!(
+                "wrote {} objects to {} (namespace {namespace}); apply with: kubectl apply -f {}",
+                manifests.len(),
+                out.display(),
+                out.display()
+            );
+            println!("the Secret in 01-secret.json holds the fabric's private key and token: keep the directory private");
             Ok(())
         }
         Command::Dashboards { dir, prometheus, rate_interval } => dashboards(&dir, &prometheus, &rate_interval),

@@ -320,3 +320,100 @@ fn scale_params_scales_every_time_parameter_of_the_scheme_to_the_fabric_rate_and
     let both = weft(&["run", "--scale-params", "--no-scale-params"]);
     assert!(!both.status.success());
 }
+
+/// Kills the processes it holds when dropped (also when a test fails).
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Issue 18, item 5: no cluster is reachable here, so the pods of `weft k8s
+/// render` run as processes, with exactly the commands of the manifests but
+/// for what a cluster provides (the control Service's name and the pod IP
+/// become 127.0.0.1, the mounted ConfigMap and Secret become directories
+/// holding their data, the fixed ports become free ones): the orchestrator
+/// waits, the three emu-nodes connect with the Secret's token and pin, and
+/// the fabric runs on the ConfigMap's placement.
+#[test]
+fn the_k8s_manifests_bring_a_fabric_up_when_their_commands_run_as_the_pods_would() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+    let emu = PathBuf::from(env!("CARGO_BIN_EXE_weft")).with_file_name("emu-node");
+    if !emu.exists() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "emu-node is not built next to weft (scripts/test builds it)");
+        eprintln!("skipping: emu-node is not built next to weft (cargo build --release)");
+        return;
+    }
+    let d = tmp("k8s");
+    let (m, plan, fabric, state) = (d.join("manifests"), d.join("plan"), d.join("fabric"), d.join("state"));
+    let o = weft(&["k8s", "render", "leaf-spine-2x4-rt-synthetic", "--nodes", "3", "--out", m.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |f: &str| std::fs::read_to_string(m.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let secret: Secret = serde_json::from_str(&read("01-secret.json")).expect("a Secret");
+    let config: ConfigMap = serde_json::from_str(&read("02-plan.json")).expect("a ConfigMap");
+    std::fs::create_dir_all(&fabric).unwrap();
+    std::fs::create_dir_all(&plan).unwrap();
+    for (k, v) in secret.data.unwrap_or_default() {
+        std::fs::write(fabric.join(k), v.0).unwrap();
+    }
+    for (k, v) in config.data.unwrap_or_default() {
+        std::fs::write(plan.join(k), v).unwrap();
+    }
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let remap = |s: &String| {
+        s.replace("/weft/plan", plan.to_str().unwrap())
+            .replace("/weft/fabric", fabric.to_str().unwrap())
+            .replace("weft-control.weft-leaf-spine-2x4-rt-synthetic.svc.cluster.local", "127.0.0.1")
+            .replace("$(POD_IP)", "127.0.0.1")
+            .replace("0.0.0.0:9100", "127.0.0.1:0")
+            .replace("0.0.0.0:7400", &format!("127.0.0.1:{port}"))
+            .replace(":7400", &format!(":{port}"))
+    };
+    let command = |file: &str| -> Vec<String> {
+        let pod: Pod = serde_json::from_str(&read(file)).expect("a Pod");
+        pod.spec.unwrap().containers[0].command.clone().unwrap().iter().map(remap).collect()
+    };
+    let mut kids = Children(Vec::new());
+    let orch = command("10-orchestrator.json");
+    assert_eq!(orch[0], "weft");
+    kids.0.push(
+        Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(&orch[1..])
+            .env("WEFT_STATE_DIR", &state)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(d.join("orchestrator.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for p in 0..3 {
+        let cmd = command(&format!("20-emu-node-{p:04}.json"));
+        assert_eq!(cmd[0], "emu-node");
+        kids.0.push(
+            Command::new(&emu).args(&cmd[1..]).stderr(std::fs::File::create(d.join(format!("emu-{p}.log"))).unwrap()).spawn().unwrap(),
+        );
+    }
+    let status = || Command::new(env!("CARGO_BIN_EXE_weft")).args(["status", "--json"]).env("WEFT_STATE_DIR", &state).output().unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut running = 0;
+    while std::time::Instant::now() < until && running < 3 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let s: serde_json::Value = serde_json::from_slice(&status().stdout).unwrap_or_default();
+        running = s["processes"].as_array().map_or(0, |p| p.iter().filter(|p| p["state"] == "running").count());
+    }
+    let log = std::fs::read_to_string(d.join("orchestrator.log")).unwrap_or_default();
+    assert_eq!(running, 3, "the three emu-node 'pods' run; orchestrator said: {log}");
+    // Pods may sit on nodes with other clocks: each one's offset was
+    // estimated (here they share one clock: about 0).
+    let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state.join("fabric.json")).unwrap()).unwrap();
+    let offsets: Vec<i64> = (0..3).filter_map(|p| st["clocks"][p.to_string()]["offset_ns"].as_i64()).collect();
+    assert!(offsets.len() == 3 && offsets.iter().all(|o| o.abs() < 1_000_000), "clock offsets {offsets:?}");
+    let down = Command::new(env!("CARGO_BIN_EXE_weft")).arg("down").env("WEFT_STATE_DIR", &state).output().unwrap();
+    assert!(down.status.success(), "{}", stderr(&down));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1091,8 +1091,8 @@ fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machi
     assert!(remote.iter().all(|&p| p > 0 && alive(p)), "an emu-node per machine, pids {remote:?}");
     assert_eq!(st["machines"]["2"]["machine"]["name"], "m3");
     for (p, truth) in [(0, 0), (1, AHEAD_NS), (2, 0)] {
-        let r = &st["machines"][p.to_string()];
-        let (est, unc) = (r["clock_offset_ns"].as_i64().unwrap_or(i64::MIN), r["clock_uncertainty_ns"].as_u64().unwrap_or(u64::MAX));
+        let r = &st["clocks"][p.to_string()];
+        let (est, unc) = (r["offset_ns"].as_i64().unwrap_or(i64::MIN), r["uncertainty_ns"].as_u64().unwrap_or(u64::MAX));
         eprintln!("machine m{}: clock offset estimated {est} ns +- {unc} ns, true {truth} ns", p + 1);
         assert!((est - truth).abs() <= 50_000, "machine m{}: estimated {est} ns, true {truth} ns", p + 1);
     }
