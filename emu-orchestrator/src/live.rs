@@ -574,7 +574,8 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
         }
         m.preflight(&emu)?;
     }
-    let opts = &UpOptions { machines, ..opts.clone() };
+    // From here on, `machines` holds a machine per process.
+    let opts = &UpOptions { machines: crate::machines::process_slots(&machines), ..opts.clone() };
     let mut fabric = topo.fabric.clone();
     if !opts.explicit_placement {
         if opts.machines.is_empty() {
@@ -592,7 +593,7 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
     let procs = fabric.nodes.iter().map(|n| n.placement).max().unwrap_or(0) + 1;
     if !opts.machines.is_empty() && procs as usize > opts.machines.len() {
         return Err(LiveError::Placement(format!(
-            "the placement uses {procs} processes but the machines file names {} machines (one emu-node per machine)",
+            "the placement uses {procs} processes but the machines file has room for {} (one emu-node per machine, or its capacity)",
             opts.machines.len()
         )));
     }

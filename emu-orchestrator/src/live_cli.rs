@@ -259,9 +259,10 @@ pub fn up(a: UpArgs) -> Result<()> {
         } else {
             let names: Vec<&str> = opts.machines.iter().map(|m| m.name.as_str()).collect();
             println!(
-                "fabric {name} is up on {} machines ({}), one emu-node each, {} links between them",
+                "fabric {name} is up on {} machines ({}), {} emu-nodes, {} links between them",
                 names.len(),
                 names.join(", "),
+                opts.machines.iter().map(|m| m.capacity).sum::<u32>(),
                 inter
             );
         }

@@ -133,6 +133,20 @@ pub struct Machine {
     /// this weft's path).
     #[serde(default)]
     pub weft: Option<String>,
+    /// emu-node processes it runs (`weft up`) or runs it takes at once
+    /// (`weft compare`); default 1.
+    #[serde(default = "one")]
+    pub capacity: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The process slots of `machines`: each machine `capacity` times, in file
+/// order; process p of a placement runs on slot p.
+pub fn process_slots(machines: &[Machine]) -> Vec<Machine> {
+    machines.iter().flat_map(|m| std::iter::repeat_n(m.clone(), m.capacity.max(1) as usize)).collect()
 }
 
 /// Reads and validates a machines file.
@@ -154,6 +168,9 @@ pub fn parse(path: &str, text: &str) -> Result<Vec<Machine>, MachinesError> {
                 path: path.into(),
                 message: format!("machine {} needs a name and an ssh destination", i + 1),
             });
+        }
+        if m.capacity == 0 || m.capacity > 64 {
+            return Err(MachinesError::Parse { path: path.into(), message: format!("machine {}: capacity must be 1 to 64", m.name) });
         }
         for earlier in &f.machine[..i] {
             let dup = if earlier.name == m.name {
@@ -369,8 +386,9 @@ pub fn compare_on(
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<Vec<Option<crate::experiment::CompareCell>>> =
         std::sync::Mutex::new((0..cells.len()).map(|_| None).collect());
+    let slots = process_slots(machines);
     std::thread::scope(|scope| {
-        for m in machines {
+        for m in &slots {
             let (next, results) = (&next, &results);
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -420,21 +438,37 @@ pub fn spawn_cleanup(m: &Machine, pid: u32, netns: &[String]) -> Option<std::pro
 /// The placement of `f` over `machines`: process p runs on machine p.
 /// Leaves stay whole with their hosts ([`crate::live::auto_place`]);
 /// returns the links that cross machines (the cut).
-pub fn place(f: &mut FabricSpec, machines: &[Machine]) -> Vec<String> {
-    crate::live::auto_place(f, machines.len() as u32);
-    f.links.iter().filter(|l| f.nodes[l.a.0.index()].placement != f.nodes[l.b.0.index()].placement).map(|l| l.name.clone()).collect()
+pub fn place(f: &mut FabricSpec, slots: &[Machine]) -> Vec<String> {
+    crate::live::auto_place(f, slots.len() as u32);
+    cut(f, slots)
 }
 
-/// One line per machine: what runs there.
-pub fn describe(f: &FabricSpec, machines: &[Machine]) -> Vec<String> {
-    machines
-        .iter()
-        .enumerate()
-        .map(|(p, m)| {
-            let on: Vec<&emu_node::fabric::NodeSpec> = f.nodes.iter().filter(|n| n.placement == p as u32).collect();
-            let switches: Vec<&str> = on.iter().filter(|n| n.as_switch().is_some()).map(|n| n.name.as_str()).collect();
-            let hosts = on.iter().filter(|n| n.as_host().is_some()).count();
-            format!("{} ({}, links on {}): {} and {hosts} hosts", m.name, m.ssh, m.bind, switches.join(" "))
+/// The links whose ends run on different machines (`slots`: the machine of
+/// each process, [`process_slots`]).
+pub fn cut(f: &FabricSpec, slots: &[Machine]) -> Vec<String> {
+    let machine = |n: emu_node::ids::NodeId| slots.get(f.nodes[n.index()].placement as usize).map(|m| m.name.as_str());
+    f.links.iter().filter(|l| machine(l.a.0) != machine(l.b.0)).map(|l| l.name.clone()).collect()
+}
+
+/// One line per machine: its processes and what they run (`slots`: the
+/// machine of each process).
+pub fn describe(f: &FabricSpec, slots: &[Machine]) -> Vec<String> {
+    let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+    for (p, m) in slots.iter().enumerate() {
+        let on: Vec<&emu_node::fabric::NodeSpec> = f.nodes.iter().filter(|n| n.placement == p as u32).collect();
+        let switches: Vec<&str> = on.iter().filter(|n| n.as_switch().is_some()).map(|n| n.name.as_str()).collect();
+        let hosts = on.iter().filter(|n| n.as_host().is_some()).count();
+        let part = format!("emu-node {p}: {} and {hosts} hosts", switches.join(" "));
+        match lines.iter_mut().find(|(n, _)| *n == m.name) {
+            Some((_, v)) => v.push(part),
+            None => lines.push((m.name.clone(), vec![part])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(name, parts)| {
+            let m = slots.iter().find(|m| m.name == name).map_or((String::new(), String::new()), |m| (m.ssh.clone(), m.bind.to_string()));
+            format!("{name} ({}, links on {}): {}", m.0, m.1, parts.join("; "))
         })
         .collect()
 }
@@ -502,8 +536,22 @@ emu_node = "/opt/weft/emu-node"
         assert_eq!(cut.len(), 8, "{cut:?}");
         assert!(cut.iter().all(|l| l.contains("spine")));
         let lines = describe(&f, &m);
-        assert!(lines[0].starts_with("m1 (10.77.0.1, links on 10.77.0.1): leaf0 and 8 hosts"), "{lines:?}");
-        assert!(lines[2].contains("spine0 spine1 spine2 spine3 and 0 hosts"), "{lines:?}");
+        assert!(lines[0].starts_with("m1 (10.77.0.1, links on 10.77.0.1): emu-node 0: leaf0 and 8 hosts"), "{lines:?}");
+        assert!(lines[2].contains("emu-node 2: spine0 spine1 spine2 spine3 and 0 hosts"), "{lines:?}");
+        // Capacity 2 on m3: two emu-nodes share the spines there; the cut
+        // counts machines, not processes.
+        let m = parse("t", &THREE.replace("emu_node = \"/opt/weft/emu-node\"", "emu_node = \"/opt/weft/emu-node\"\ncapacity = 2")).unwrap();
+        let slots = process_slots(&m);
+        assert_eq!(slots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["m1", "m2", "m3", "m3"]);
+        let mut f = crate::topology::Topology::load("leaf-spine-2x4-rt").unwrap().fabric;
+        assert_eq!(place(&mut f, &slots).len(), 8);
+        let lines = describe(&f, &slots);
+        assert_eq!(lines.len(), 3);
+        assert!(lines[2].contains("emu-node 2: spine0 spine2 and 0 hosts; emu-node 3: spine1 spine3 and 0 hosts"), "{lines:?}");
+        assert!(parse("t", &THREE.replace("port = 2222", "port = 2222\ncapacity = 0"))
+            .unwrap_err()
+            .to_string()
+            .contains("capacity must be 1 to 64"));
     }
 }
 
