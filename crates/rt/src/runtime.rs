@@ -323,6 +323,8 @@ pub struct ProcessRuntime {
     /// taken address fails early), served once the links are connected.
     metrics_listener: Option<tokio::net::TcpListener>,
     metrics_server: Option<crate::metrics::server::MetricsServer>,
+    /// Largest UDP payload of a QUIC link packet (the network's MTU - 28).
+    link_payload: u16,
 }
 
 impl ProcessRuntime {
@@ -334,9 +336,13 @@ impl ProcessRuntime {
         mut nodes: Vec<Option<Node>>,
         bind_ip: std::net::IpAddr,
     ) -> Result<(Self, LinkAddrs), RuntimeError> {
-        if plan.inter == InterProcess::Quic {
+        // QUIC packets as large as the network between machines carries.
+        let link_payload = if plan.inter == InterProcess::Quic && !bind_ip.is_loopback() && !bind_ip.is_unspecified() {
             check_underlay_mtu(&plan, bind_ip)?;
-        }
+            interface_mtu(bind_ip).map_or(quic::LINK_UDP_PAYLOAD, |(_, mtu)| mtu.saturating_sub(28).min(u16::MAX as u32) as u16)
+        } else {
+            quic::LINK_UDP_PAYLOAD
+        };
         let clock = FabricClock::with_epoch(plan.epoch.wrapping_add_signed(plan.clock_offset_ns));
         let thread = SchedulerTask::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline timer"))?;
         let sched = thread.scheduler();
@@ -347,7 +353,7 @@ impl ProcessRuntime {
             None => None,
         };
         let udp = Arc::new(tokio::net::UdpSocket::from_std(big_buffer_socket(bind_ip)?).map_err(io("UDP link socket"))?);
-        let server = plan.identity.quic_server(quic::link_transport())?;
+        let server = plan.identity.quic_server(quic::link_transport_for(link_payload))?;
         let quic = quinn::Endpoint::new(quic::endpoint_config(), Some(server), big_buffer_socket(bind_ip)?, Arc::new(quinn::TokioRuntime))
             .map_err(io("QUIC endpoint"))?;
         let tap_writer = crate::tap::TapWriter::spawn().map_err(io("TAP writer thread"))?;
@@ -418,6 +424,7 @@ impl ProcessRuntime {
             inbound,
             incoming: None,
             tap_writer,
+            link_payload,
             tasks: Vec::new(),
             metrics_listener,
             metrics_server: None,
@@ -472,7 +479,7 @@ impl ProcessRuntime {
             self.incoming = Some(rx_conns);
         }
         if self.plan.inter == InterProcess::Quic {
-            let client = crate::tls::quic_client(&self.plan.identity.pin(), quic::link_transport())?;
+            let client = crate::tls::quic_client(&self.plan.identity.pin(), quic::link_transport_for(self.link_payload))?;
             for (p, conn) in senders_to.iter_mut() {
                 let Some(addr) = peers.iter().find(|a| a.process == *p) else {
                     return Err(RuntimeError::NoPeerAddress(*p));

@@ -51,9 +51,18 @@ pub const LINK_UDP_PAYLOAD: u16 = 9200;
 /// Transport settings of data links: datagrams, no congestion control,
 /// large MTU, generous buffers, keep-alive.
 pub fn link_transport() -> Arc<quinn::TransportConfig> {
+    link_transport_for(LINK_UDP_PAYLOAD)
+}
+
+/// [`link_transport`] for a network whose datagrams carry at most
+/// `udp_payload` bytes: quinn packs several DATAGRAM frames into one
+/// packet, and a packet larger than the network's MTU is dropped whole
+/// (quinn sets DF), so between machines the packet size follows the
+/// interface's MTU (at most [`LINK_UDP_PAYLOAD`]).
+pub fn link_transport_for(udp_payload: u16) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.congestion_controller_factory(Arc::new(Unthrottled));
-    t.initial_mtu(LINK_UDP_PAYLOAD);
+    t.initial_mtu(udp_payload.clamp(1200, LINK_UDP_PAYLOAD));
     t.mtu_discovery_config(None);
     t.datagram_receive_buffer_size(Some(64 << 20));
     t.datagram_send_buffer_size(64 << 20);
