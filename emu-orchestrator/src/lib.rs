@@ -16,3 +16,4 @@ pub mod plots;
 pub mod prometheus;
 pub mod topology;
 pub mod units;
+pub mod vm_image;

@@ -1294,3 +1294,24 @@ fn weft_compare_over_machines_gives_the_results_of_a_local_compare() {
     };
     assert_eq!(strip(&a[Path::new("compare.json")]), strip(&b[Path::new("compare.json")]), "compare.json (wall times aside)");
 }
+
+/// Issue 19, first part: `weft vm-image build --check` makes the soft-RoCE
+/// host image from Debian packages only (Debian's kernel with rdma_rxe, an
+/// initramfs with rdma-core's rxe provider, perftest, iproute2, iperf3)
+/// and boots it under qemu (KVM if it works, else TCG) until the guest has
+/// added rxe0 on its virtio NIC.
+#[test]
+#[ignore = "needs apt-get (Debian's archive), qemu-system-x86_64: scripts/test runs it (as root, --include-ignored)"]
+fn the_vm_image_is_built_from_debian_packages_and_boots_to_rxe_ready() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["apt-get", "apt-cache", "dpkg-deb", "qemu-system-x86_64"]) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("weft-vm-image-{}", std::process::id()));
+    let o = Command::new(weft_bin()).args(["vm-image", "build", "--check", "--dir"]).arg(&dir).output().expect("weft vm-image");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    eprintln!("{err}{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success() && out.contains("rxe0 up after"), "{err}{out}");
+    assert!(err.contains("rdma_rxe") && err.contains("crc32_generic"), "the kept modules are listed: {err}");
+}
