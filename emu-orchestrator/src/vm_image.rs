@@ -10,7 +10,8 @@
 //! download` into the cache directory and unpacked with `dpkg-deb -x`; only
 //! the kernel modules the guest needs (virtio PCI/net/console, the CRC32
 //! the rxe ICRC uses, and rdma_rxe with their dependencies, read from each
-//! module's `depends=`) are kept, and documentation is dropped. The init
+//! module's `depends=`) are kept, and documentation and Perl (a dependency
+//! of debconf, never run in the guest) are dropped. The init
 //! script loads those modules in dependency order, sets the address and
 //! route given on the kernel command line (`weft.ip=`, `weft.gw=`), adds
 //! `rxe0` on `eth0` and prints `weft: rxe ready`. The initramfs is an
@@ -242,8 +243,28 @@ fn prune(root: &Path, moddir: &Path, keep: &[(String, PathBuf)]) -> Result<(), V
     }
     std::fs::remove_dir_all(moddir).map_err(io("dropping the other modules"))?;
     std::fs::rename(&kept, moddir).map_err(io("keeping modules"))?;
-    for d in ["usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info"] {
+    for d in [
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/locale",
+        "usr/share/info",
+        "usr/share/lintian",
+        "usr/share/bug",
+        "usr/lib/x86_64-linux-gnu/gconv",
+    ] {
         let _ = std::fs::remove_dir_all(root.join(d));
+    }
+    // Perl comes in through debconf (iproute2's maintainer scripts); nothing
+    // the guest runs needs it: about 60 of the initramfs's MB, and the
+    // kernel unpacks every one of them at boot.
+    for dir in ["usr/share", "usr/lib/x86_64-linux-gnu", "usr/bin"] {
+        for e in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("perl") || name.starts_with("libperl") {
+                let p = e.path();
+                let _ = if p.is_dir() && !p.is_symlink() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+            }
+        }
     }
     Ok(())
 }
