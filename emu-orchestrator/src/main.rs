@@ -303,8 +303,9 @@ fn real_main(cli: Cli) -> Result<()> {
                     let wait = std::time::Duration::from_secs(if kvm { 15 } else { 90 });
                     let (secs, text) = emu_orchestrator::vm_image::boot_check(&image, kvm, wait)?;
                     let how = if kvm { "KVM" } else { "TCG (software emulation)" };
-                    if text.contains(emu_orchestrator::vm_image::READY) {
-                        println!("booted under {how}: rxe0 up after {secs:.1} s");
+                    let verbs = text.lines().any(|l| l.starts_with("weft: ibv_devices:") && l.contains("rxe0"));
+                    if text.contains(emu_orchestrator::vm_image::READY) && verbs {
+                        println!("booted under {how}: rxe0 up and listed by ibv_devices after {secs:.1} s");
                         ok = true;
                         break;
                     }

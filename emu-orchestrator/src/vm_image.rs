@@ -290,6 +290,8 @@ fn init_script(release: &str, modules: &[(String, PathBuf)]) -> String {
          [ -n \"$IP\" ] && ip addr add \"$IP\" dev eth0\n\
          [ -n \"$GW\" ] && ip route add default via \"$GW\"\n\
          if rdma link add rxe0 type rxe netdev eth0; then echo \"weft: rxe ready\"; else echo \"weft: rxe failed\"; fi\n\
+         # The user-space verbs stack sees the device (rdma-core's rxe provider).\n\
+         ibv_devices | sed 's/^/weft: ibv_devices: /'\n\
          exec /bin/busybox sh\n",
     );
     s
@@ -383,7 +385,8 @@ pub fn boot_check(image: &VmImage, kvm: bool, timeout: std::time::Duration) -> R
     let mut text = String::new();
     while t0.elapsed() < timeout {
         text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
-        if text.contains("weft: rxe") || matches!(child.try_wait(), Ok(Some(_))) {
+        let done = text.contains("weft: rxe failed") || text.lines().any(|l| l.starts_with("weft: ibv_devices:") && l.contains("rxe0"));
+        if done || matches!(child.try_wait(), Ok(Some(_))) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));

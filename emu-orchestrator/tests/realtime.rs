@@ -1299,7 +1299,8 @@ fn weft_compare_over_machines_gives_the_results_of_a_local_compare() {
 /// host image from Debian packages only (Debian's kernel with rdma_rxe, an
 /// initramfs with rdma-core's rxe provider, perftest, iproute2, iperf3)
 /// and boots it under qemu (KVM if it works, else TCG) until the guest has
-/// added rxe0 on its virtio NIC.
+/// added rxe0 on its virtio NIC and its user-space verbs (ibv_devices, the
+/// rxe provider) list it.
 #[test]
 #[ignore = "needs apt-get (Debian's archive), qemu-system-x86_64: scripts/test runs it (as root, --include-ignored)"]
 fn the_vm_image_is_built_from_debian_packages_and_boots_to_rxe_ready() {
@@ -1312,6 +1313,6 @@ fn the_vm_image_is_built_from_debian_packages_and_boots_to_rxe_ready() {
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     eprintln!("{err}{out}");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(o.status.success() && out.contains("rxe0 up after"), "{err}{out}");
+    assert!(o.status.success() && out.contains("rxe0 up and listed by ibv_devices after"), "{err}{out}");
     assert!(err.contains("rdma_rxe") && err.contains("crc32_generic"), "the kept modules are listed: {err}");
 }
