@@ -183,14 +183,18 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
 /// (16) + the DATAGRAM frame's type and length (1 + 2), rounded up.
 pub const QUIC_DATAGRAM_OVERHEAD: usize = 80;
 
-/// QUIC datagrams are never fragmented (quinn sets DF): between machines
-/// the interface of `bind_ip` must carry the largest frame of a link to
-/// another process, with weft's link header and QUIC's overhead. Loopback
-/// (one machine) always does; an unknown interface is not checked.
-fn check_underlay_mtu(plan: &ProcessPlan, bind_ip: std::net::IpAddr) -> Result<(), RuntimeError> {
+/// The UDP payload of this process's QUIC link packets. QUIC datagrams are
+/// never fragmented (quinn sets DF): between machines the interface of
+/// `bind_ip` must carry the largest frame of a link to another process,
+/// with weft's link header and QUIC's overhead (else an error), and packets
+/// are sized to its MTU. Loopback (one machine) and an unknown interface
+/// keep [`quic::LINK_UDP_PAYLOAD`].
+fn quic_link_payload(plan: &ProcessPlan, bind_ip: std::net::IpAddr) -> Result<u16, RuntimeError> {
     if bind_ip.is_loopback() || bind_ip.is_unspecified() {
-        return Ok(());
+        return Ok(quic::LINK_UDP_PAYLOAD);
     }
+    let Some((dev, mtu)) = interface_mtu(bind_ip) else { return Ok(quic::LINK_UDP_PAYLOAD) };
+    let payload = mtu.saturating_sub(28).min(u16::MAX as u32) as u16;
     let f = &plan.fabric;
     let on = |n: NodeId| f.nodes.get(n.index()).map(|s| s.placement);
     let frame = f
@@ -199,13 +203,12 @@ fn check_underlay_mtu(plan: &ProcessPlan, bind_ip: std::net::IpAddr) -> Result<(
         .filter(|l| on(l.a.0) != on(l.b.0) && (on(l.a.0) == Some(plan.process) || on(l.b.0) == Some(plan.process)))
         .map(|l| l.mtu as usize + 18)
         .max();
-    let Some(frame) = frame else { return Ok(()) };
+    let Some(frame) = frame else { return Ok(payload) };
     let need = frame + crate::link::header::HEADER_LEN + QUIC_DATAGRAM_OVERHEAD;
-    let Some((dev, mtu)) = interface_mtu(bind_ip) else { return Ok(()) };
     if (mtu as usize) < need {
         return Err(RuntimeError::UnderlayMtu { ip: bind_ip, dev, mtu, frame, need });
     }
-    Ok(())
+    Ok(payload)
 }
 
 /// The interface holding `ip` and its MTU (`ip -o addr show to IP`, then
@@ -337,12 +340,7 @@ impl ProcessRuntime {
         bind_ip: std::net::IpAddr,
     ) -> Result<(Self, LinkAddrs), RuntimeError> {
         // QUIC packets as large as the network between machines carries.
-        let link_payload = if plan.inter == InterProcess::Quic && !bind_ip.is_loopback() && !bind_ip.is_unspecified() {
-            check_underlay_mtu(&plan, bind_ip)?;
-            interface_mtu(bind_ip).map_or(quic::LINK_UDP_PAYLOAD, |(_, mtu)| mtu.saturating_sub(28).min(u16::MAX as u32) as u16)
-        } else {
-            quic::LINK_UDP_PAYLOAD
-        };
+        let link_payload = if plan.inter == InterProcess::Quic { quic_link_payload(&plan, bind_ip)? } else { quic::LINK_UDP_PAYLOAD };
         let clock = FabricClock::with_epoch(plan.epoch.wrapping_add_signed(plan.clock_offset_ns));
         let thread = SchedulerTask::start(clock, Duration::from_micros(plan.spin_us as u64)).map_err(io("deadline timer"))?;
         let sched = thread.scheduler();

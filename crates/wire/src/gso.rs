@@ -36,7 +36,8 @@
 //! frames; a segment whose TCP checksum is wrong is never merged (merging
 //! would give the corrupt data a fresh, valid checksum).
 
-use crate::{be16, be32, checksum, put16, put32, udp::pseudo_sum, Error, Ipv4Address, Result};
+use crate::tcp::flags::{ACK as TCP_ACK, CWR as TCP_CWR, FIN as TCP_FIN, PSH as TCP_PSH};
+use crate::{be16, be32, checksum, put16, put32, udp::pseudo_sum, Error, EtherType, Ipv4Address, Result};
 
 /// Length of the virtio-net header before every frame of an
 /// `IFF_VNET_HDR` TAP.
@@ -61,13 +62,8 @@ pub mod gso_type {
 }
 
 const ETH_LEN: usize = 14;
-const ETHERTYPE_IPV4: u16 = 0x0800;
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
-const TCP_FIN: u8 = 0x01;
-const TCP_PSH: u8 = 0x08;
-const TCP_ACK: u8 = 0x10;
-const TCP_CWR: u8 = 0x80;
 
 /// The virtio-net header (`struct virtio_net_hdr`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,7 +116,7 @@ struct Layout {
 }
 
 fn layout(f: &[u8]) -> Result<Layout> {
-    if f.len() < ETH_LEN + 20 || be16(f, 12) != ETHERTYPE_IPV4 || f[ETH_LEN] >> 4 != 4 {
+    if f.len() < ETH_LEN + 20 || EtherType::from(be16(f, 12)) != EtherType::Ipv4 || f[ETH_LEN] >> 4 != 4 {
         return Err(Error::Malformed("offload: not Ethernet/IPv4"));
     }
     let ihl = ((f[ETH_LEN] & 0xf) as usize) * 4;
