@@ -992,6 +992,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             metrics: rt_opts.metrics.as_ref().map(|m| m.0),
             max_lag_ns: rt_opts.max_lag,
             workload: None,
+            vm: None,
         };
         let (mut p, addrs) = ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
         if let (Some(m), Some((_, dir))) = (addrs.metrics, &rt_opts.metrics) {

@@ -41,9 +41,15 @@ pub enum LiveError {
     /// Needs root.
     #[error("real-time fabrics with TAP hosts need root (network namespaces, /dev/net/tun)")]
     NotRoot,
-    /// The kernel lacks soft-RoCE.
-    #[error("host `{0}` is of kind rxe, but this kernel has no rdma_rxe (soft-RoCE) module; use kind = \"tap\", or a kernel with CONFIG_RDMA_RXE")]
-    NoRxe(String),
+    /// A VM host cannot run (no qemu, no image).
+    #[error(transparent)]
+    Vm(#[from] emu_node::vm::VmError),
+    /// The VM image could not be built.
+    #[error(transparent)]
+    VmImage(#[from] crate::vm_image::VmImageError),
+    /// Too little memory for a VM host.
+    #[error("--vm-memory {0} MiB is too small for a soft-RoCE VM host (the kernel, the 45 MB initramfs held in RAM and rxe need at least {min} MiB; the default is {def} MiB)", min = emu_node::vm::MIN_MEMORY_MIB, def = emu_node::vm::DEFAULT_MEMORY_MIB)]
+    VmMemory(u32),
     /// The emu-node binary is missing.
     #[error("cannot find the emu-node binary next to weft ({0}); build it with `cargo build --release`")]
     NoEmuNode(String),
@@ -156,6 +162,12 @@ pub struct UpOptions {
     pub copy_emu_node: bool,
     /// The emu-nodes start by themselves (`--external-nodes`).
     pub external: Option<ExternalNodes>,
+    /// Memory of each VM host (`kind = "rxe"`), MiB.
+    pub vm_memory_mib: u32,
+    /// KVM, TCG or automatic, for VM hosts.
+    pub vm_accel: emu_node::vm::AccelChoice,
+    /// The VM image's directory (built there on first use).
+    pub vm_image: PathBuf,
 }
 
 /// How `weft up --prometheus` runs Prometheus.
@@ -225,6 +237,32 @@ pub struct FabricState {
     /// Links whose due times are less certain than their delay.
     #[serde(default)]
     pub clock_warnings: Vec<String>,
+    /// How `weft exec` reaches each real host, by host name.
+    #[serde(default)]
+    pub real_hosts: BTreeMap<String, HostAccess>,
+    /// Where the VM hosts' directories are (removed at teardown).
+    #[serde(default)]
+    pub vm_dir: Option<String>,
+}
+
+/// How to run a command in a real host (`weft exec`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum HostAccess {
+    /// A network namespace (TAP host).
+    Netns {
+        /// Its name.
+        netns: String,
+        /// The emu-node that runs it.
+        process: u32,
+    },
+    /// A VM (soft-RoCE host).
+    Vm {
+        /// Its directory (exec sockets).
+        dir: String,
+        /// The emu-node that runs it.
+        process: u32,
+    },
 }
 
 /// Links between processes whose ends' clock offsets are together less
@@ -359,6 +397,12 @@ pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
         if existing.contains(ns) {
             emu_node::tap::delete_netns(ns)?;
             removed.push(format!("netns {ns}"));
+        }
+    }
+    if let Some(vm) = &st.vm_dir {
+        if std::path::Path::new(vm).exists() {
+            let _ = std::fs::remove_dir_all(vm);
+            removed.push(format!("VM directories {vm}"));
         }
     }
     let _ = std::fs::remove_file(state_file(dir));
@@ -524,6 +568,7 @@ pub fn describe_hosts(f: &FabricSpec, prefix: &str) -> Vec<String> {
         .filter_map(|n| n.as_host().map(|h| (n, h)))
         .map(|(n, h)| match h.kind {
             HostKind::Synthetic => format!("{:<8} {:<15} synthetic (emu-node {})", n.name, h.ip.to_string(), n.placement),
+            HostKind::Rxe => format!("{:<8} {:<15} VM with rxe0: weft exec {} -- <command>", n.name, h.ip.to_string(), n.name),
             _ => format!("{:<8} {:<15} ip netns exec {}{} <command>", n.name, h.ip.to_string(), prefix, n.name),
         })
         .collect()
@@ -532,10 +577,15 @@ pub fn describe_hosts(f: &FabricSpec, prefix: &str) -> Vec<String> {
 /// Checks that `weft up` can work here, before anything is created.
 pub fn preflight(topo: &Topology, opts: &UpOptions) -> Result<PathBuf, LiveError> {
     let f = &topo.fabric;
-    let taps: Vec<_> = f.nodes.iter().filter(|n| n.as_host().is_some_and(|h| h.kind != HostKind::Synthetic)).collect();
-    if let Some(n) = taps.iter().find(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Rxe)) {
-        if !emu_node::tap::kernel_has_rxe() {
-            return Err(LiveError::NoRxe(n.name.clone()));
+    let taps: Vec<_> = f.nodes.iter().filter(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Tap)).collect();
+    if let Some(n) = f.nodes.iter().find(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Rxe)) {
+        if opts.vm_memory_mib < emu_node::vm::MIN_MEMORY_MIB {
+            return Err(LiveError::VmMemory(opts.vm_memory_mib));
+        }
+        // VMs on this machine need qemu here (other machines' emu-nodes
+        // say so themselves).
+        if opts.machines.is_empty() && opts.external.is_none() && !emu_node::vm::have_qemu() {
+            return Err(emu_node::vm::VmError::NoQemu(n.name.clone()).into());
         }
     }
     // SAFETY: geteuid has no preconditions.
@@ -565,6 +615,19 @@ pub fn preflight(topo: &Topology, opts: &UpOptions) -> Result<PathBuf, LiveError
 /// `ready` is called with the host lines once everything runs.
 pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])) -> Result<(), LiveError> {
     let emu = preflight(topo, opts)?;
+    let has_vms = topo.fabric.nodes.iter().any(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Rxe));
+    let vm = if has_vms {
+        let image = crate::vm_image::ensure(&opts.vm_image, &mut |line| eprintln!("{line}"))?;
+        let dir = opts.state_dir.join("vm");
+        Some(emu_node::vm::VmOptions {
+            image: image.kernel.parent().map_or_else(|| opts.vm_image.clone(), Path::to_path_buf),
+            dir,
+            memory_mib: opts.vm_memory_mib,
+            accel: opts.vm_accel,
+        })
+    } else {
+        None
+    };
     // Every machine answers and runs this emu-node version before anything
     // starts anywhere.
     let mut machines = opts.machines.clone();
@@ -601,8 +664,23 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
     let netns: Vec<String> = fabric
         .nodes
         .iter()
-        .filter(|n| n.as_host().is_some_and(|h| h.kind != HostKind::Synthetic))
+        .filter(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Tap))
         .map(|n| format!("{}{}", opts.netns_prefix, n.name))
+        .collect();
+    let real_hosts = fabric
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let access = match n.as_host()?.kind {
+                HostKind::Synthetic => return None,
+                HostKind::Tap => HostAccess::Netns { netns: format!("{}{}", opts.netns_prefix, n.name), process: n.placement },
+                HostKind::Rxe => HostAccess::Vm {
+                    dir: vm.as_ref().map(|v| emu_node::vm::vm_dir(&v.dir, &n.name).display().to_string()).unwrap_or_default(),
+                    process: n.placement,
+                },
+            };
+            Some((n.name.clone(), access))
+        })
         .collect();
     let mut state = FabricState {
         topology: fabric.name.clone(),
@@ -614,10 +692,12 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
         traffic: opts.workload.as_ref().map(|w| w.1.clone()),
         control: String::new(),
         pin: String::new(),
+        real_hosts,
+        vm_dir: vm.as_ref().map(|v| v.dir.display().to_string()),
         ..Default::default()
     };
     write_state(&dir, &state)?;
-    let result = run_fabric(&emu, fabric, opts, procs, &mut state, ready).await;
+    let result = run_fabric(&emu, fabric, opts, vm, procs, &mut state, ready).await;
     // Teardown whatever happened; only then is `weft down` answered (a new
     // fabric may start right after it).
     let _ = remove_leftovers_of(&state);
@@ -663,6 +743,9 @@ fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
             emu_node::tap::delete_netns(ns)?;
         }
     }
+    if let Some(vm) = &st.vm_dir {
+        let _ = std::fs::remove_dir_all(vm);
+    }
     Ok(())
 }
 
@@ -670,6 +753,7 @@ async fn run_fabric(
     emu: &Path,
     fabric: FabricSpec,
     opts: &UpOptions,
+    vm: Option<emu_node::vm::VmOptions>,
     procs: u32,
     state: &mut FabricState,
     ready: impl FnOnce(&[String]),
@@ -691,6 +775,7 @@ async fn run_fabric(
         tap_offload: opts.tap_offload,
         machines: opts.machines.clone(),
         external: opts.external.clone(),
+        vm,
     };
     let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
@@ -927,6 +1012,8 @@ pub struct PlanBase {
     pub machines: Vec<crate::machines::Machine>,
     /// The emu-nodes start by themselves and connect (Kubernetes).
     pub external: Option<ExternalNodes>,
+    /// How VM hosts run (`None`: the fabric has none).
+    pub vm: Option<emu_node::vm::VmOptions>,
 }
 
 /// emu-node processes that joined, were given their plans and bound their
@@ -1040,6 +1127,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             transport: w.transport,
             flows: w.flows.iter().filter(|f| base.fabric.nodes.get(f.0.index()).is_some_and(|n| n.placement == process)).copied().collect(),
         }),
+        vm: base.vm.clone(),
     };
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);
@@ -1371,6 +1459,7 @@ pub async fn run_distributed(
         tap_offload: true,
         machines: Vec::new(),
         external: None,
+        vm: None,
     };
     let remote: Vec<u32> = (1..=procs.max(1)).collect();
     let Launched { ep, mut conns, mut addrs, identity_plan, children, .. } = launch(&emu, &dir, &remote, &base, &mut state).await?;

@@ -91,6 +91,17 @@ pub struct UpArgs {
     /// (port 0: each picks a free port; `weft status` lists them).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub metrics: std::net::SocketAddr,
+    /// Memory of each soft-RoCE VM host (`kind = "rxe"`), MiB.
+    #[arg(long, value_name = "MIB", default_value_t = emu_node::vm::DEFAULT_MEMORY_MIB)]
+    pub vm_memory: u32,
+    /// How VM hosts run: kvm, tcg (software emulation) or auto (KVM if it
+    /// boots the guest on this machine, else TCG; `weft status` says which).
+    #[arg(long, value_name = "ACCEL", default_value = "auto", value_parser = ["auto", "kvm", "tcg"])]
+    pub vm_accel: String,
+    /// The VM image's directory (built there from Debian packages on first
+    /// use; default ~/.cache/weft/vm-image).
+    #[arg(long, value_name = "DIR")]
+    pub vm_image: Option<std::path::PathBuf>,
     /// Start a Prometheus server (the Debian `prometheus` package) scraping
     /// every emu-node through the file-SD file weft writes; `weft down`
     /// stops it.
@@ -225,6 +236,13 @@ pub fn up(a: UpArgs) -> Result<()> {
         workload,
         max_lag: crate::parse_max_lag(&a.max_lag)?,
         tap_offload: !a.no_tap_offload,
+        vm_memory_mib: a.vm_memory,
+        vm_accel: match a.vm_accel.as_str() {
+            "kvm" => emu_node::vm::AccelChoice::Kvm,
+            "tcg" => emu_node::vm::AccelChoice::Tcg,
+            _ => emu_node::vm::AccelChoice::Auto,
+        },
+        vm_image: a.vm_image.clone().unwrap_or_else(emu_orchestrator::vm_image::default_dir),
         copy_emu_node: a.copy_emu_node,
         machines: match &a.machines {
             Some(p) => emu_orchestrator::machines::load(p)?,
@@ -248,8 +266,14 @@ pub fn up(a: UpArgs) -> Result<()> {
         // Before anything starts: a missing binary is one clear line.
         emu_orchestrator::prometheus::find_binary(&p.bin)?;
     }
+    let vms = topo.fabric.nodes.iter().filter(|n| n.as_host().is_some_and(|h| h.kind == emu_node::fabric::HostKind::Rxe)).count();
     if a.detach {
-        return detach(&opts);
+        if vms > 0 {
+            // Checks and the first-time image build in the foreground.
+            live::preflight(&topo, &opts)?;
+            emu_orchestrator::vm_image::ensure(&opts.vm_image, &mut |line| eprintln!("{line}"))?;
+        }
+        return detach(&opts, std::time::Duration::from_secs(60 + 40 * vms as u64));
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let name = topo.fabric.name.clone();
@@ -336,7 +360,7 @@ fn live_workload(
     Ok((emu_node::node::HostWorkload { transport: prepared.node_config.transport, flows: prepared.flows }, words))
 }
 
-fn detach(opts: &UpOptions) -> Result<()> {
+fn detach(opts: &UpOptions, wait: std::time::Duration) -> Result<()> {
     use std::os::unix::process::CommandExt;
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--detach").collect();
     std::fs::create_dir_all(&opts.state_dir).with_context(|| format!("state directory {}", opts.state_dir.display()))?;
@@ -350,7 +374,7 @@ fn detach(opts: &UpOptions) -> Result<()> {
         .process_group(0)
         .spawn()
         .context("cannot start the background orchestrator")?;
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let until = std::time::Instant::now() + wait;
     loop {
         if let Some(st) = live::read_state(&opts.state_dir) {
             if st.phase == "running" && st.orchestrator == child.id() {
@@ -363,7 +387,7 @@ fn detach(opts: &UpOptions) -> Result<()> {
             bail!("the fabric did not come up ({status}):\n{}", std::fs::read_to_string(&log_path).unwrap_or_default().trim());
         }
         if std::time::Instant::now() > until {
-            bail!("the fabric did not come up within 60 s; see {}", log_path.display());
+            bail!("the fabric did not come up within {} s; see {}", wait.as_secs(), log_path.display());
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
@@ -451,7 +475,15 @@ pub fn status(json: bool) -> Result<()> {
                 a.overload_drops
             );
         }
+        let vms = p.report.iter().flat_map(|r| &r.vms);
         for (name, rx, qd, ld, sf) in p.report.iter().flat_map(|r| &r.taps) {
+            if let Some(v) = vms.clone().find(|v| v.host == *name) {
+                println!(
+                    "  {name:<10} VM host (qemu pid {}, {} MiB, {}): booted to rxe ready in {:.1} s; {rx} frames sent into the fabric, {qd} NIC-queue drops, {ld} link-down drops, {} receive-ring drops",
+                    v.pid, v.memory_mib, v.accel, v.boot_s, v.rx_ring_drops
+                );
+                continue;
+            }
             println!(
                 "  {name:<10} TAP host: {rx} frames sent into the fabric ({sf} super-frames cut at its NIC), {qd} NIC-queue drops, {ld} link-down drops"
             );
@@ -545,4 +577,48 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `weft exec HOST -- CMD...`: runs a command in a real host of the live
+/// fabric (a namespace or a VM); returns its exit status.
+pub fn exec(host: &str, argv: &[String]) -> Result<i32> {
+    use emu_orchestrator::live::HostAccess;
+    let dir = live::default_state_dir();
+    let Some(st) = live::read_state(&dir) else { bail!("no fabric is up (no state in {})", dir.display()) };
+    let Some(access) = st.real_hosts.get(host) else {
+        let known: Vec<&str> = st.real_hosts.keys().map(String::as_str).collect();
+        if st.hosts.iter().any(|l| l.split_whitespace().next() == Some(host)) {
+            bail!("host `{host}` is synthetic: it is a state machine inside an emu-node, no command runs there");
+        }
+        bail!(
+            "no host `{host}` in fabric {} (real hosts: {})",
+            st.topology,
+            if known.is_empty() { "none".into() } else { known.join(" ") }
+        );
+    };
+    let remote = |p: &u32| st.machines.get(p).map(|r| r.machine.clone());
+    match access {
+        HostAccess::Netns { netns, process } => {
+            let status = match remote(process) {
+                None => std::process::Command::new("ip")
+                    .args(["netns", "exec", netns])
+                    .args(argv)
+                    .status()
+                    .context("cannot run `ip netns exec`")?,
+                Some(m) => {
+                    let mut line = vec!["ip".to_string(), "netns".into(), "exec".into(), netns.clone()];
+                    line.extend(argv.iter().cloned());
+                    m.ssh_command().arg(emu_node::vm::shell_quote(&line)).status().with_context(|| format!("ssh to machine {}", m.name))?
+                }
+            };
+            Ok(status.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+        }
+        HostAccess::Vm { dir, process } => {
+            if let Some(m) = remote(process) {
+                bail!("VM host `{host}` runs on machine {}: run `weft exec` there is not supported yet; ssh there and use its exec sockets in {dir}", m.name);
+            }
+            let mut out = std::io::stdout();
+            Ok(emu_node::vm::exec(std::path::Path::new(dir), argv, &mut out)?)
+        }
+    }
 }

@@ -83,6 +83,22 @@ enum Command {
     Link(live_cli::LinkArgs),
     /// Stop the live fabric (also removes what a killed `weft up` left).
     Down,
+    /// Run a command in a real host of the live fabric: a TAP host's
+    /// network namespace or a soft-RoCE VM; prints its output (a VM's
+    /// stdout and stderr together) and exits with its exit status.
+    #[command(after_help = "Examples:
+  weft exec h0 -- ip addr show eth0
+  weft exec h8 -- ibv_rc_pingpong -d rxe0 -g 1 &          # server in VM h8
+  weft exec h0 -- ibv_rc_pingpong -d rxe0 -g 1 10.0.1.2   # client in VM h0
+  weft exec h8 -- ib_write_bw -d rxe0 -x 1 -D 5 &
+  weft exec h0 -- ib_write_bw -d rxe0 -x 1 -D 5 10.0.1.2")]
+    Exec {
+        /// Host name (as `weft up` lists them).
+        host: String,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
     /// Write a pcap of a live link (both directions), readable by tshark/Wireshark.
     #[command(
         after_help = "Examples:\n  weft capture leaf0-spine0 --pcap spine0.pcap --count 200 --wait 5s\n  tshark -r spine0.pcap -V -Y infiniband"
@@ -279,13 +295,7 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::VmImage(VmImageCommand::Build { dir, check }) => {
-            let dir = dir.unwrap_or_else(|| {
-                let cache = std::env::var_os("XDG_CACHE_HOME")
-                    .map(PathBuf::from)
-                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                    .unwrap_or_else(|| PathBuf::from("/var/cache"));
-                cache.join("weft").join("vm-image")
-            });
+            let dir = dir.unwrap_or_else(emu_orchestrator::vm_image::default_dir);
             let t0 = std::time::Instant::now();
             eprintln!("building the soft-RoCE VM image from Debian packages into {} (about a minute)", dir.display());
             let image = emu_orchestrator::vm_image::build(&dir, &mut |line| eprintln!("  {line}"))?;
@@ -391,6 +401,10 @@ fn real_main(cli: Cli) -> Result<()> {
         Command::Status { json } => live_cli::status(json),
         Command::Link(a) => live_cli::link(a),
         Command::Down => live_cli::down(),
+        Command::Exec { host, command } => {
+            let rc = live_cli::exec(&host, &command)?;
+            std::process::exit(rc);
+        }
         Command::Capture(a) => live_cli::capture(a),
     }
 }

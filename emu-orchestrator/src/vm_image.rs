@@ -33,7 +33,37 @@ pub const PACKAGES: &[&str] =
 pub const MODULES: &[&str] = &["virtio_pci", "virtio_net", "virtio_console", "crc32_generic", "rdma_rxe"];
 
 /// Line the guest prints when rxe0 is up.
-pub const READY: &str = "weft: rxe ready";
+pub const READY: &str = emu_node::vm::READY;
+
+/// Version of what weft puts into the image (the init script, the
+/// modules); an image of another version is rebuilt on first use.
+pub const IMAGE_FORMAT: &str = "2";
+
+/// Where the image goes unless told: `$XDG_CACHE_HOME/weft/vm-image`, else
+/// `~/.cache/weft/vm-image` (a cache: it survives reboots, unlike the
+/// state directory under /run, and `weft down` never removes it).
+pub fn default_dir() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/var/cache"));
+    cache.join("weft").join("vm-image")
+}
+
+/// The image in `dir`, built first if there is none or it is of another
+/// [`IMAGE_FORMAT`] (`progress` gets the first-time message and the steps).
+pub fn ensure(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<VmImage, VmImageError> {
+    if let Some(image) = existing(dir) {
+        return Ok(image);
+    }
+    let why = if dir.join("release").exists() { "the VM image there is from another weft version" } else { "first use" };
+    progress(&format!(
+        "building the soft-RoCE VM image of kind = \"rxe\" hosts into {} ({why}): about 90 MB of Debian packages through apt, \
+         about a minute, a 45 MB initramfs; later runs reuse it (`weft vm-image build` rebuilds it)",
+        dir.display()
+    ));
+    build(dir, progress)
+}
 
 /// A build failed.
 #[derive(Debug, thiserror::Error)]
@@ -93,8 +123,9 @@ pub struct VmImage {
 /// The image in `dir`, if a build completed there.
 pub fn existing(dir: &Path) -> Option<VmImage> {
     let release = std::fs::read_to_string(dir.join("release")).ok()?.trim().to_string();
-    let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initrd.cpio"));
-    (kernel.is_file() && initrd.is_file()).then_some(VmImage { kernel, initrd, release, packages: 0 })
+    let (kernel, initrd) = (dir.join(emu_node::vm::KERNEL_FILE), dir.join(emu_node::vm::INITRD_FILE));
+    let format = std::fs::read_to_string(dir.join("format")).unwrap_or_default();
+    (kernel.is_file() && initrd.is_file() && format.trim() == IMAGE_FORMAT).then_some(VmImage { kernel, initrd, release, packages: 0 })
 }
 
 /// Builds the image into `dir` (`progress` gets one line per step).
@@ -162,6 +193,9 @@ pub fn build(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<VmImage, VmIm
         std::fs::rename(work.join(f), dir.join(f)).map_err(io(format!("installing {f}")))?;
     }
     std::fs::write(dir.join("release"), &release).map_err(io("writing the release"))?;
+    std::fs::write(dir.join("format"), IMAGE_FORMAT).map_err(io("writing the format"))?;
+    // A new image may boot differently under KVM: probe again.
+    let _ = std::fs::remove_file(dir.join("accel-verdict"));
     std::fs::write(dir.join("packages.txt"), pkgs.join("\n") + "\n").map_err(io("writing the package list"))?;
     let _ = std::fs::remove_dir_all(&work);
     progress(&format!("image ready: {} (kernel {release}), initramfs {:.1} MB", dir.display(), cpio.len() as f64 / 1e6));
@@ -269,31 +303,46 @@ fn prune(root: &Path, moddir: &Path, keep: &[(String, PathBuf)]) -> Result<(), V
     Ok(())
 }
 
-/// The guest's /init.
+/// The guest's /init: configuration from the kernel command line
+/// (`weft.name=`, `weft.ip=`, `weft.gw=`, `weft.mtu=`; `weft.probe=1`
+/// only prints its first line and powers off, for the KVM probe), modules,
+/// `eth0`, the exec agents on the virtio-serial ports, `rxe0`.
 fn init_script(release: &str, modules: &[(String, PathBuf)]) -> String {
+    use emu_node::vm::{FAILED, INIT};
     let mut s = String::from(
         "#!/bin/busybox sh\n\
          # weft's soft-RoCE host (weft vm-image build): modules, address, rxe0.\n\
-         /bin/busybox mkdir -p /proc /sys /dev /tmp /run\n\
+         /bin/busybox mkdir -p /proc /sys /dev /tmp /run /root\n\
          /bin/busybox mount -t proc proc /proc\n\
          /bin/busybox mount -t sysfs sys /sys\n\
          /bin/busybox mount -t devtmpfs dev /dev\n\
-         export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n\
-         for a in $(cat /proc/cmdline); do case $a in weft.ip=*) IP=${a#weft.ip=};; weft.gw=*) GW=${a#weft.gw=};; esac; done\n",
+         export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root\n\
+         for a in $(cat /proc/cmdline); do case $a in weft.ip=*) IP=${a#weft.ip=};; weft.gw=*) GW=${a#weft.gw=};; \
+         weft.mtu=*) MTU=${a#weft.mtu=};; weft.name=*) NAME=${a#weft.name=};; weft.probe=*) PROBE=1;; esac; done\n",
+    );
+    s.push_str(&format!("echo \"{INIT}\"\n[ -n \"$PROBE\" ] && /bin/busybox poweroff -f\n"));
+    s.push_str(
+        "[ -n \"$NAME\" ] && hostname \"$NAME\"\n\
+         # The fabric is IPv4: no router solicitations or DAD from eth0.\n\
+         echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6\n\
+         echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6\n",
     );
     for (name, rel) in modules {
         s.push_str(&format!("/bin/busybox insmod /lib/modules/{release}/{} || echo \"weft: module {name} failed\"\n", rel.display()));
     }
-    s.push_str(
+    s.push_str(emu_node::vm::GUEST_EXEC_AGENT);
+    s.push_str(&format!(
         "ip link set lo up\n\
+         [ -n \"$MTU\" ] && ip link set eth0 mtu \"$MTU\"\n\
          ip link set eth0 up\n\
          [ -n \"$IP\" ] && ip addr add \"$IP\" dev eth0\n\
          [ -n \"$GW\" ] && ip route add default via \"$GW\"\n\
-         if rdma link add rxe0 type rxe netdev eth0; then echo \"weft: rxe ready\"; else echo \"weft: rxe failed\"; fi\n\
+         for p in /dev/vport*p*; do [ -e \"$p\" ] && weft_exec_agent \"$p\" & done\n\
+         if rdma link add rxe0 type rxe netdev eth0; then echo \"{READY}\"; else echo \"{FAILED}\"; fi\n\
          # The user-space verbs stack sees the device (rdma-core's rxe provider).\n\
          ibv_devices | sed 's/^/weft: ibv_devices: /'\n\
-         exec /bin/busybox sh\n",
-    );
+         while :; do sleep 3600; done\n"
+    ));
     s
 }
 

@@ -97,6 +97,8 @@ pub enum Egress {
     },
     /// A host's TAP device in this process, written by the process's writer thread.
     Tap(Arc<crate::tap::TapDevice>, crate::tap::TapWriter),
+    /// A VM host's NIC in this process.
+    Vm(Arc<crate::vm::VmNic>),
     /// Another emu-node process.
     Remote(RemoteSender),
 }
@@ -375,6 +377,10 @@ impl NodeActorState {
                 let (tap, writer) = (tap.clone(), writer.clone());
                 let frame = t.frame;
                 self.sched.at(due, Box::new(move |_| writer.write(&tap, frame)));
+            }
+            Egress::Vm(nic) => {
+                let (nic, frame) = (nic.clone(), t.frame);
+                self.sched.at(due, Box::new(move |_| nic.write(frame)));
             }
             Egress::Remote(r) => {
                 let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due };

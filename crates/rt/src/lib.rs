@@ -18,6 +18,7 @@
 //! - [`link`]: link transports (in-process, UDP, QUIC), the link header and
 //!   receivers of remote links;
 //! - [`tap`]: real Linux hosts in network namespaces behind TAP devices;
+//! - [`vm`]: soft-RoCE hosts as qemu micro-VMs, their NIC a socket here;
 //! - [`actor`]: the node actor, its ports' egresses and captures;
 //! - [`tls`]: the fabric certificate and pinning;
 //! - [`metrics`]: gathering a live process's metrics, the `/metrics`
@@ -35,3 +36,4 @@ pub mod metrics;
 pub mod runtime;
 pub mod tap;
 pub mod tls;
+pub mod vm;

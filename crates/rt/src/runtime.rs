@@ -81,6 +81,10 @@ pub struct ProcessPlan {
     /// their transport and the flows they send. `None`: idle UDP hosts.
     #[serde(default)]
     pub workload: Option<weft_core::node::HostWorkload>,
+    /// How VM hosts (`kind = "rxe"`) run here ([`crate::vm`]); `None` if
+    /// the fabric has none.
+    #[serde(default)]
+    pub vm: Option<crate::vm::VmOptions>,
 }
 
 fn offload_default() -> bool {
@@ -114,6 +118,9 @@ pub enum RuntimeError {
     /// TAP host set-up.
     #[error(transparent)]
     Tap(#[from] TapError),
+    /// A VM host.
+    #[error(transparent)]
+    Vm(#[from] crate::vm::VmError),
     /// The network between machines cannot carry this fabric's frames in
     /// QUIC datagrams.
     #[error("QUIC links need datagrams of {need} B for this fabric's {frame} B frames, but {dev} (the interface of {ip}) has MTU {mtu}: raise that network's MTU to at least {need} (jumbo frames, as VXLAN underlays do), or use --links udp (IP fragments the datagrams)")]
@@ -262,8 +269,16 @@ fn big_buffer_socket(ip: std::net::IpAddr) -> Result<std::net::UdpSocket, Runtim
     Ok(s.into())
 }
 
+/// A real host: a namespace with a TAP, or a VM.
+enum RealHost {
+    Tap(TapHost),
+    Vm(crate::vm::VmHost),
+}
+
 struct TapEnd {
-    host: TapHost,
+    /// Its namespace (TAP host) or host name (VM host).
+    name: String,
+    host: RealHost,
     nic: Arc<Mutex<TapNic>>,
     counters: Arc<TapCounters>,
     node: NodeId,
@@ -285,8 +300,30 @@ pub struct ProcessReport {
     /// TAP hosts: (name, frames sent into the fabric, queue drops,
     /// link-down drops, super-frames cut into MTU frames).
     pub taps: Vec<(String, u64, u64, u64, u64)>,
+    /// VM hosts (`kind = "rxe"`).
+    #[serde(default)]
+    pub vms: Vec<VmReport>,
     /// Scheduler: deadlines run, ns spent spinning, sleeps.
     pub scheduler: (u64, u64, u64),
+}
+
+/// A VM host in a [`ProcessReport`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VmReport {
+    /// Host name.
+    pub host: String,
+    /// qemu's pid.
+    pub pid: u32,
+    /// The accelerator and why (KVM or TCG).
+    pub accel: String,
+    /// Seconds from start to rxe ready.
+    pub boot_s: f64,
+    /// Memory, MiB.
+    pub memory_mib: u32,
+    /// Frames toward it dropped at its full receive ring.
+    pub rx_ring_drops: u64,
+    /// Its directory (console log, exec sockets).
+    pub dir: String,
 }
 
 /// The ends of one link that live in this process.
@@ -357,8 +394,9 @@ impl ProcessRuntime {
         let tap_writer = crate::tap::TapWriter::spawn().map_err(io("TAP writer thread"))?;
         let f = &plan.fabric;
         let mut actors = BTreeMap::new();
-        let mut taps = Vec::new();
+        let mut taps: Vec<TapEnd> = Vec::new();
         let mut rt_err = None;
+        let mut vm_accel: Option<crate::vm::Accel> = None;
         for (i, spec) in f.nodes.iter().enumerate() {
             if spec.placement != plan.process {
                 continue;
@@ -371,6 +409,36 @@ impl ProcessRuntime {
                     rt_err = Some(RuntimeError::Placement(format!("host `{}` must be placed with its ToR", spec.name)));
                     break;
                 }
+                let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
+                let nic = Arc::new(Mutex::new(TapNic::new(port.rate, delay, plan.tap_queue_ns)));
+                if kind == HostKind::Rxe {
+                    // A VM, started from this thread (see crate::vm).
+                    let Some(opts) = &plan.vm else {
+                        rt_err = Some(RuntimeError::Placement(format!("host `{}` is a VM host but the plan has no VM options", spec.name)));
+                        break;
+                    };
+                    let accel = match &vm_accel {
+                        Some(a) => a,
+                        None => {
+                            let o = opts.clone();
+                            let a = tokio::task::spawn_blocking(move || crate::vm::decide_accel(&o))
+                                .await
+                                .unwrap_or(crate::vm::Accel { kvm: false, why: "the KVM probe failed".into() });
+                            vm_accel.insert(a)
+                        }
+                    };
+                    match crate::vm::launch(&spec.name, h, port.mtu, opts, accel) {
+                        Ok(vm) => {
+                            let counters = vm.nic.counters.clone();
+                            taps.push(TapEnd { name: spec.name.clone(), host: RealHost::Vm(vm), nic, counters, node: id });
+                        }
+                        Err(e) => {
+                            rt_err = Some(e.into());
+                            break;
+                        }
+                    }
+                    continue;
+                }
                 let netns = format!("{}{}", plan.netns_prefix, spec.name);
                 let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
                 // `ip` commands block for tens of ms each: run them off the
@@ -380,10 +448,8 @@ impl ProcessRuntime {
                 let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))));
                 match made {
                     Ok(host) => {
-                        let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
-                        let nic = TapNic::new(port.rate, delay, plan.tap_queue_ns);
                         let counters = host.tun.counters.clone();
-                        taps.push(TapEnd { host, nic: Arc::new(Mutex::new(nic)), counters, node: id });
+                        taps.push(TapEnd { name: host.netns.clone(), host: RealHost::Tap(host), nic, counters, node: id });
                     }
                     Err(e) => {
                         rt_err = Some(e.into());
@@ -407,6 +473,22 @@ impl ProcessRuntime {
                 Err(e) => {
                     rt_err = Some(RuntimeError::Spawn { node: spec.name.clone(), source: e });
                     break;
+                }
+            }
+        }
+        // The VMs boot together; the fabric starts once all are ready.
+        if rt_err.is_none() {
+            let mut vms: Vec<&mut crate::vm::VmHost> = taps
+                .iter_mut()
+                .filter_map(|t| match &mut t.host {
+                    RealHost::Vm(v) => Some(v),
+                    RealHost::Tap(_) => None,
+                })
+                .collect();
+            if !vms.is_empty() {
+                let timeout = Duration::from_secs(90 + 30 * vms.len() as u64);
+                if let Err(e) = crate::vm::wait_ready(&mut vms, timeout).await {
+                    rt_err = Some(e.into());
                 }
             }
         }
@@ -505,7 +587,10 @@ impl ProcessRuntime {
                 let egress = if let Some(peer) = self.actors.get(&p.peer) {
                     Egress::Local { peer: peer.frames.clone(), port: p.peer_port }
                 } else if let Some(t) = self.taps.iter().find(|t| t.node == p.peer) {
-                    Egress::Tap(t.host.tun.clone(), self.tap_writer.clone())
+                    match &t.host {
+                        RealHost::Tap(h) => Egress::Tap(h.tun.clone(), self.tap_writer.clone()),
+                        RealHost::Vm(v) => Egress::Vm(v.nic.clone()),
+                    }
                 } else if here(p.peer) {
                     Egress::Unconnected
                 } else {
@@ -543,16 +628,14 @@ impl ProcessRuntime {
         for t in &self.taps {
             let port = &f.nodes[t.node.index()].ports[0];
             let Some(tor) = self.actors.get(&port.peer) else {
-                return Err(RuntimeError::Placement(format!("ToR of `{}` is not in this process", t.host.netns)));
+                return Err(RuntimeError::Placement(format!("ToR of `{}` is not in this process", t.name)));
             };
-            self.tasks.push(tokio::spawn(run_tap_reader(
-                t.host.tun.clone(),
-                t.nic.clone(),
-                t.counters.clone(),
-                tor.frames.clone(),
-                port.peer_port,
-                self.sched.clone(),
-            )));
+            let (nic, counters, tor, port, sched) =
+                (t.nic.clone(), t.counters.clone(), tor.frames.clone(), port.peer_port, self.sched.clone());
+            self.tasks.push(match &t.host {
+                RealHost::Tap(h) => tokio::spawn(run_tap_reader(h.tun.clone(), nic, counters, tor, port, sched)),
+                RealHost::Vm(v) => tokio::spawn(run_tap_reader(v.nic.clone(), nic, counters, tor, port, sched)),
+            });
         }
         Ok(())
     }
@@ -646,12 +729,28 @@ impl ProcessRuntime {
                 .map(|t| {
                     let c = &t.counters;
                     (
-                        t.host.netns.clone(),
+                        t.name.clone(),
                         c.rx_frames.load(Ordering::Relaxed),
                         c.queue_drops.load(Ordering::Relaxed),
                         c.link_down_drops.load(Ordering::Relaxed),
                         c.super_frames.load(Ordering::Relaxed),
                     )
+                })
+                .collect(),
+            vms: self
+                .taps
+                .iter()
+                .filter_map(|t| match &t.host {
+                    RealHost::Vm(v) => Some(VmReport {
+                        host: v.name.clone(),
+                        pid: v.pid(),
+                        accel: v.accel.to_string(),
+                        boot_s: v.boot_s.unwrap_or(0.0),
+                        memory_mib: self.plan.vm.as_ref().map_or(0, |o| o.memory_mib),
+                        rx_ring_drops: t.counters.rx_ring_drops.load(Ordering::Relaxed),
+                        dir: v.dir.display().to_string(),
+                    }),
+                    RealHost::Tap(_) => None,
                 })
                 .collect(),
             scheduler: self.sched.stats(),
@@ -692,13 +791,19 @@ impl ProcessRuntime {
         }
         self.quic.close(0u32.into(), b"shutdown");
         for t in self.taps.drain(..) {
-            let _ = delete_netns(&t.host.netns);
+            match t.host {
+                RealHost::Tap(h) => {
+                    let _ = delete_netns(&h.netns);
+                }
+                // Dropping it stops qemu and removes its directory.
+                RealHost::Vm(v) => drop(v),
+            }
         }
         nodes
     }
 
     /// Names of the namespaces this process created.
     pub fn netns(&self) -> Vec<String> {
-        self.taps.iter().map(|t| t.host.netns.clone()).collect()
+        self.taps.iter().filter(|t| matches!(t.host, RealHost::Tap(_))).map(|t| t.name.clone()).collect()
     }
 }

@@ -127,9 +127,20 @@ pub struct TapDevice {
     pub counters: Arc<TapCounters>,
 }
 
-impl TapDevice {
-    /// Whether segmentation offload is on.
-    pub fn offload(&self) -> bool {
+/// Where a host NIC model ([`run_tap_reader`]) reads the frames a real
+/// host sends: a TAP device, or a VM's socket ([`crate::vm::VmNic`]).
+pub trait HostFrameSource: Send + Sync + 'static {
+    /// The next frame (with a virtio-net header first if [`Self::offload`]).
+    fn recv(&self, buf: &mut [u8]) -> impl std::future::Future<Output = std::io::Result<usize>> + Send;
+    /// Whether frames carry a virtio-net header and may be super-frames.
+    fn offload(&self) -> bool;
+}
+
+impl HostFrameSource for TapDevice {
+    async fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.dev.recv(buf).await
+    }
+    fn offload(&self) -> bool {
         self.offload
     }
 }
@@ -360,6 +371,9 @@ pub struct TapCounters {
     pub coalesced_packets: AtomicU64,
     /// See `coalesced_packets`.
     pub coalesced_segments: AtomicU64,
+    /// Frames toward a VM host dropped because its NIC's receive ring was
+    /// full (the guest took no frames).
+    pub rx_ring_drops: AtomicU64,
 }
 
 impl TapNic {
@@ -402,10 +416,11 @@ impl TapNic {
     }
 }
 
-/// Reads frames the host sends and delivers them to its ToR's port when due
-/// (super-frames cut into MTU frames first).
-pub async fn run_tap_reader(
-    tun: Arc<TapDevice>,
+/// Reads frames the host sends (from its TAP or its VM's socket) and
+/// delivers them to its ToR's port when due (super-frames cut into MTU
+/// frames first).
+pub async fn run_tap_reader<S: HostFrameSource>(
+    tun: Arc<S>,
     nic: Arc<Mutex<TapNic>>,
     counters: Arc<TapCounters>,
     tor: InboxSender,
@@ -429,7 +444,7 @@ pub async fn run_tap_reader(
             );
             let _ = rx.await;
         }
-        let Ok(n) = tun.dev.recv(&mut buf).await else { break };
+        let Ok(n) = tun.recv(&mut buf).await else { break };
         let now = sched.now();
         let Ok(mut g) = nic.lock() else { break };
         let up = g.is_up();
@@ -451,7 +466,7 @@ pub async fn run_tap_reader(
                 }),
             );
         };
-        if !tun.offload {
+        if !tun.offload() {
             send(&buf[..n]);
         } else {
             let (hdr, frame) = buf[..n].split_at_mut(VNET_HDR_LEN.min(n));
