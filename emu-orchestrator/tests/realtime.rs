@@ -856,29 +856,279 @@ fn control_channel_refuses_a_wrong_token_and_a_wrong_certificate() {
     assert!(s["processes"].as_array().unwrap().iter().all(|p| p["state"] == "running"));
 }
 
+/// The VM image the rxe tests share: `weft up` builds it there on first use.
+fn test_vm_image() -> String {
+    std::env::temp_dir().join("weft-test-vm-image").display().to_string()
+}
+
+/// A weft command's combined output and exit status.
+fn weft_in(f: &Fabric, args: &[&str]) -> (i32, String) {
+    let o = f.run(args);
+    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+/// `weft exec HOST -- ARGS` in the background (a server).
+fn weft_exec_bg(f: &Fabric, host: &str, args: &[&str]) -> std::process::Child {
+    Command::new(weft_bin())
+        .args(["exec", host, "--"])
+        .args(args)
+        .env("WEFT_STATE_DIR", &f.dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weft exec")
+}
+
+/// The VM hosts' qemu pids from `weft status`.
+fn qemu_pids(f: &Fabric) -> Vec<u32> {
+    let s = f.status();
+    s["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["report"]["vms"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v["pid"].as_u64())
+        .map(|p| p as u32)
+        .collect()
+}
+
+/// A counter of the receiving rxe (`rdma statistic`).
+fn rxe_counter(f: &Fabric, host: &str, name: &str) -> u64 {
+    let (rc, out) = weft_in(f, &["exec", host, "--", "rdma", "statistic", "show", "link", "rxe0/1"]);
+    assert_eq!(rc, 0, "{out}");
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words.windows(2).find(|w| w[0] == name).and_then(|w| w[1].parse().ok()).unwrap_or_else(|| panic!("no {name} in {out}"))
+}
+
+/// Runs the perftest or ibverbs `tool` between two VM hosts (server in
+/// `server`, client in `client` toward `ip`); returns the client's output.
+fn rdma_pair(f: &Fabric, server: &str, client: &str, ip: &str, tool: &[&str]) -> String {
+    let srv = weft_exec_bg(f, server, tool);
+    // The server listens on its TCP port for the exchange of QP numbers.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut args = vec!["exec", client, "--"];
+    args.extend_from_slice(tool);
+    args.push(ip);
+    let (rc, out) = weft_in(f, &args);
+    let s = srv.wait_with_output().expect("server");
+    let sout = String::from_utf8_lossy(&s.stdout);
+    assert!(rc == 0 && s.status.success(), "{tool:?}: client rc {rc}: {out}\nserver {}: {sout}", s.status);
+    out
+}
+
+/// Two soft-RoCE VM hosts on different leaves of a 1 Gbit/s fabric: they
+/// boot from the image weft builds from Debian packages, get their address
+/// from the plan, run real RDMA (ibv_rc_pingpong, ib_write_bw) through the
+/// switches, tshark decodes the real RNIC's BTH on a fabric link, and
+/// `weft down` after a `kill -9` of the orchestrator leaves no VM.
 #[test]
-fn rxe_hosts_are_refused_when_the_kernel_has_no_rdma_rxe() {
+#[ignore = "needs root, qemu-system-x86_64, apt (Debian's archive) and tshark: scripts/test runs it (as root, --include-ignored)"]
+fn rxe_vm_hosts_on_two_leaves_run_rdma_through_the_fabric() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if emu_node::tap::kernel_has_rxe() {
-        eprintln!("this kernel has rdma_rxe: the refusal cannot be observed here");
+    if !prerequisites(&["qemu-system-x86_64", "apt-get", "dpkg-deb", "tshark"]) {
         return;
     }
+    let img = test_vm_image();
+    let f = Fabric::up("leaf-spine-rxe", &["--vm-image", &img]);
+    let st = f.status();
+    let vms: Vec<serde_json::Value> =
+        st["processes"].as_array().unwrap().iter().flat_map(|p| p["report"]["vms"].as_array().cloned().unwrap()).collect();
+    assert_eq!(vms.len(), 2, "{st}");
+    for v in &vms {
+        let accel = v["accel"].as_str().unwrap();
+        assert!(accel.starts_with("KVM") || accel.starts_with("TCG"), "{accel}");
+        assert!(v["boot_s"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    assert!(f.ok(&["status"]).contains("VM host (qemu pid"), "weft status shows the VMs");
+    // Address, MAC and MTU from the plan; exit codes come back.
+    let (rc, out) = weft_in(&f, &["exec", "h1", "--", "ip", "-o", "addr", "show", "eth0"]);
+    assert!(rc == 0 && out.contains("10.0.1.2/24"), "{out}");
+    let (_, link) = weft_in(&f, &["exec", "h1", "--", "ip", "-o", "link", "show", "eth0"]);
+    assert!(link.contains("mtu 1500") && link.contains("02:00:0a:00:01:02"), "{link}");
+    // Arguments with spaces and quotes reach the guest unchanged.
+    let (rc, out) = weft_in(&f, &["exec", "h0", "--", "sh", "-c", "printf '%s|%s\\n' \"$1\" \"$0\"; exit 7", "a b", "it's"]);
+    assert_eq!((rc, out.trim()), (7, "it's|a b"));
+    let (rc, out) = weft_in(&f, &["exec", "h0", "--", "rdma", "link"]);
+    assert!(rc == 0 && out.contains("rxe0") && out.contains("ACTIVE") && out.contains("netdev eth0"), "{out}");
+
+    // ibv_rc_pingpong: RC send/receive across the spines.
+    let out = rdma_pair(&f, "h1", "h0", "10.0.1.2", &["ibv_rc_pingpong", "-d", "rxe0", "-g", "1", "-n", "200"]);
+    assert!(out.contains("409600 bytes in") || out.contains("bytes in"), "{out}");
+    assert!(out.contains("GID ::ffff:10.0.1.2"), "RoCEv2 GID of the peer: {out}");
+
+    // A short ib_write_bw while h0's access link is captured.
+    let pcap = f.dir.join("rxe.pcap");
+    let cap = f.ok(&["capture", "h0-leaf0", "--pcap", pcap.to_str().unwrap(), "--count", "400"]);
+    assert!(cap.contains("capturing"), "{cap}");
+    let out = rdma_pair(&f, "h1", "h0", "10.0.1.2", &["ib_write_bw", "-d", "rxe0", "-x", "1", "-D", "2"]);
+    let bw: f64 = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("65536"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no result line: {out}"));
+    eprintln!("ib_write_bw h0 -> h1: {bw} MB/s");
+    assert!(bw > 0.5, "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Command::new("tshark")
+        .args([
+            "-r",
+            pcap.to_str().unwrap(),
+            "-Y",
+            "infiniband",
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "infiniband.bth.psn",
+            "-e",
+            "udp.dstport",
+        ])
+        .output()
+        .expect("tshark");
+    let text = String::from_utf8_lossy(&t.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert!(rows.len() > 100, "tshark decodes the rxe frames as InfiniBand: {} rows", rows.len());
+    let opcodes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[0]).collect();
+    // RC RDMA WRITE First/Middle/Last from h0, Acknowledge from h1.
+    for op in ["6", "7", "8", "17"] {
+        assert!(opcodes.contains(op), "opcode {op} among {opcodes:?}");
+    }
+    assert!(rows.iter().all(|r| r.len() == 4 && r[3] == "4791"), "RoCEv2 UDP port");
+    assert!(rows.iter().any(|r| r[1] != "0x00000000" && !r[1].is_empty()), "QPNs of the real RNIC");
+    // PSNs of the writes rise by one (24-bit) per packet.
+    let psns: Vec<u32> = rows.iter().filter(|r| ["6", "7", "8"].contains(&r[0])).filter_map(|r| r[2].parse().ok()).collect();
+    assert!(psns.windows(2).filter(|w| w[1] == (w[0] + 1) & 0xff_ffff).count() * 10 >= psns.len() * 9, "consecutive PSNs: {psns:?}");
+
+    // kill -9 of the orchestrator, then `weft down`: no qemu, no files.
+    let mut pids = f.pids();
+    let qemus = qemu_pids(&f);
+    assert_eq!(qemus.len(), 2);
+    let vm_dir = f.dir.join("vm");
+    assert!(vm_dir.join("h0").join("exec-1.sock").exists());
+    let orch = *pids.last().unwrap();
+    // SAFETY: killing the orchestrator this test started.
+    unsafe { libc::kill(orch as i32, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(200));
+    let out = f.ok(&["down"]);
+    assert!(out.contains("removed leftover"), "{out}");
+    pids.extend(qemus);
+    assert_clean(&pids, &f.prefix);
+    assert!(!vm_dir.exists(), "the VMs' directories are removed");
+}
+
+/// ConWeave with a real RNIC: while a spine is congested, rxe's RDMA
+/// writes are rerouted, held in the destination ToR's reorder queues and
+/// released on their TAIL; the receiving rxe sees out-of-sequence packets
+/// only when a reorder queue was released on its timeout (before the TAIL).
+/// rxe marks its packets ECT only with a traffic class (perftest
+/// --tclass=2); CE marks on them produce no CNP (rxe has no DCQCN). A
+/// SIGINT to the orchestrator (Ctrl-C) stops the VMs.
+#[test]
+#[ignore = "needs root, qemu-system-x86_64, apt (Debian's archive) and tshark: scripts/test runs it (as root, --include-ignored)"]
+fn conweave_reorders_a_real_rnics_traffic_and_rxe_sends_no_cnp() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["qemu-system-x86_64", "apt-get", "dpkg-deb", "tshark"]) {
+        return;
+    }
+    let img = test_vm_image();
+    let f = Fabric::up("leaf-spine-rxe", &["--vm-image", &img, "--scheme", "conweave"]);
+    f.ok(&["link", "leaf0-spine0", "rate", "20Mbps"]);
+    f.ok(&["link", "leaf0-spine1", "rate", "20Mbps"]);
+    let dir = f.dir.clone();
+    let restore = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(3500));
+        Fabric::weft(&dir, &["link", "leaf0-spine1", "rate", "1Gbps"])
+    });
+    rdma_pair(&f, "h1", "h0", "10.0.1.2", &["ib_write_bw", "-d", "rxe0", "-x", "1", "-D", "5"]);
+    assert!(restore.join().unwrap().status.success());
+    let m = |name: &str, sw: &str| metric_sum(&f, name, &format!("switch=\"{sw}\""));
+    let reroutes = m("weft_scheme_conweave_reroutes_total", "leaf0");
+    let held = m("weft_scheme_conweave_held_packets_total", "leaf1");
+    let queues = m("weft_scheme_conweave_reorder_queues_allocated_total", "leaf1");
+    let expiries = m("weft_scheme_conweave_resume_expiries_total", "leaf1");
+    let ooo = rxe_counter(&f, "h1", "out_of_seq_request");
+    eprintln!("conweave with rxe: {reroutes} reroutes, {queues} reorder queues, {held} packets held, {expiries} released on timeout; rxe out_of_seq_request {ooo}");
+    assert!(reroutes > 0.0 && held > 0.0 && queues > 0.0, "rerouted and held");
+    assert!(ooo == 0 || expiries > 0.0, "out-of-sequence packets at rxe ({ooo}) only after a reorder queue released on its timeout");
+    assert_eq!(rxe_counter(&f, "h0", "retry_exceeded_err"), 0);
+
+    // ECN: with --tclass=2 rxe sends ECT(0); the congested access link
+    // marks CE; h1 answers with ACKs only, no CNP (opcode 129).
+    f.ok(&["link", "h1-leaf1", "rate", "40Mbps"]);
+    let pcap = f.dir.join("ecn.pcap");
+    f.ok(&["capture", "h1-leaf1", "--pcap", pcap.to_str().unwrap(), "--count", "1500"]);
+    rdma_pair(&f, "h1", "h0", "10.0.1.2", &["ib_write_bw", "-d", "rxe0", "-x", "1", "-D", "3", "--tclass=2"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Command::new("tshark")
+        .args([
+            "-r",
+            pcap.to_str().unwrap(),
+            "-Y",
+            "infiniband",
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "ip.dsfield.ecn",
+        ])
+        .output()
+        .expect("tshark");
+    let text = String::from_utf8_lossy(&t.stdout);
+    let ce = text.lines().filter(|l| l.starts_with("10.0.0.2\t") && l.ends_with("\t3")).count();
+    let from_h1: Vec<&str> = text.lines().filter(|l| l.starts_with("10.0.1.2\t")).collect();
+    eprintln!(
+        "{ce} CE-marked packets to h1; h1 sent {} packets, opcodes {:?}",
+        from_h1.len(),
+        from_h1.iter().map(|l| l.split('\t').nth(1).unwrap_or("")).collect::<std::collections::BTreeSet<_>>()
+    );
+    assert!(ce > 0, "the fabric marks rxe's ECT packets: {text}");
+    assert!(!from_h1.is_empty() && from_h1.iter().all(|l| l.split('\t').nth(1) != Some("129")), "rxe sends no CNP");
+
+    // Ctrl-C (SIGINT) to the orchestrator stops everything.
+    let mut pids = f.pids();
+    let qemus = qemu_pids(&f);
+    let orch = *pids.last().unwrap();
+    // SAFETY: signalling the orchestrator this test started.
+    unsafe { libc::kill(orch as i32, libc::SIGINT) };
+    pids.extend(qemus);
+    assert_clean(&pids, &f.prefix);
+    assert!(!f.dir.join("vm").exists(), "the VMs' directories are removed");
+}
+
+/// Bad input for rxe hosts: no qemu, too little memory: one clear error
+/// each, before anything starts.
+#[test]
+fn rxe_hosts_without_qemu_or_with_too_little_memory_are_refused_before_anything_starts() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(unique("rxe"));
     std::fs::create_dir_all(&dir).unwrap();
-    let topo = dir.join("rxe.toml");
-    let text = emu_orchestrator::topology::SHIPPED
-        .iter()
-        .find(|(n, _)| *n == "leaf-spine-2x4-rt")
-        .unwrap()
-        .1
-        .replace("kind = \"tap\"", "kind = \"rxe\"");
-    std::fs::write(&topo, text).unwrap();
-    let o = Command::new(weft_bin()).args(["up"]).arg(&topo).env("WEFT_STATE_DIR", &dir).output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!o.status.success(), "weft up must refuse rxe hosts");
-    assert!(err.contains("rdma_rxe") && err.contains("kind = \"tap\""), "clear message: {err}");
+    let up = |path: &str, extra: &[&str]| {
+        let o = Command::new(weft_bin())
+            .args(["up", "leaf-spine-rxe", "--vm-image"])
+            .arg(dir.join("img"))
+            .args(extra)
+            .env("WEFT_STATE_DIR", &dir)
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (ok, err) = up("/nonexistent", &[]);
+    assert!(!ok && err.contains("qemu-system-x86_64") && err.contains("apt install qemu-system-x86"), "{err}");
     assert_eq!(err.lines().count(), 1, "one error line: {err}");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let (ok, err) = up(&path, &["--vm-memory", "64"]);
+    assert!(!ok && err.contains("--vm-memory 64 MiB is too small") && err.contains("at least"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one error line: {err}");
+    assert!(!dir.join("img").exists() && !dir.join("fabric.json").exists(), "nothing was built or started");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The sum of a Prometheus counter over the series whose labels contain

@@ -27,7 +27,8 @@ pub enum HostKind {
     Synthetic,
     /// A Linux network namespace behind a TAP device (real time).
     Tap,
-    /// A TAP host with a soft-RoCE (`rdma_rxe`) device (real time).
+    /// A soft-RoCE host: a qemu micro-VM whose kernel has `rdma_rxe`, its
+    /// NIC a port of the fabric (real time, `weft_rt::vm`).
     Rxe,
 }
 

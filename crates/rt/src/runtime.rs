@@ -443,8 +443,8 @@ impl ProcessRuntime {
                 let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
                 // `ip` commands block for tens of ms each: run them off the
                 // runtime thread so QUIC keep-alives continue meanwhile.
-                let (h2, mtu, rate, rxe, offload) = (h.clone(), port.mtu, port.rate, kind == HostKind::Rxe, plan.tap_offload);
-                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, rxe, offload)).await;
+                let (h2, mtu, rate, offload) = (h.clone(), port.mtu, port.rate, plan.tap_offload);
+                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, offload)).await;
                 let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))));
                 match made {
                     Ok(host) => {

@@ -79,9 +79,6 @@ pub enum TapError {
         /// Cause.
         source: std::io::Error,
     },
-    /// The kernel has no soft-RoCE.
-    #[error("host `{0}` is of kind rxe, but this kernel has no rdma_rxe module (soft-RoCE): use kind = \"tap\" or a kernel with CONFIG_RDMA_RXE")]
-    NoRxe(String),
 }
 
 fn run(args: &[&str]) -> Result<(), TapError> {
@@ -106,16 +103,6 @@ pub fn delete_netns(name: &str) -> Result<(), TapError> {
         run(&["ip", "netns", "del", name])?;
     }
     Ok(())
-}
-
-/// Whether the kernel offers soft-RoCE (`rdma_rxe`).
-pub fn kernel_has_rxe() -> bool {
-    std::path::Path::new("/sys/module/rdma_rxe").exists()
-        || std::fs::read_to_string(format!("/lib/modules/{}/modules.dep", kernel_release())).is_ok_and(|s| s.contains("rdma_rxe"))
-}
-
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// Our end of a host's TAP device.
@@ -156,18 +143,7 @@ pub struct TapHost {
 /// Creates the namespace `netns` and its TAP-backed `eth0` configured from
 /// `spec`, with segmentation offload if `offload`. Must run inside a tokio
 /// runtime.
-pub fn create_tap_host(
-    netns: &str,
-    dev: &str,
-    spec: &HostSpec,
-    mtu: u16,
-    rate: BitRate,
-    rxe: bool,
-    offload: bool,
-) -> Result<TapHost, TapError> {
-    if rxe && !kernel_has_rxe() {
-        return Err(TapError::NoRxe(netns.to_string()));
-    }
+pub fn create_tap_host(netns: &str, dev: &str, spec: &HostSpec, mtu: u16, rate: BitRate, offload: bool) -> Result<TapHost, TapError> {
     if list_netns().iter().any(|n| n == netns) {
         return Err(TapError::Exists(netns.to_string()));
     }
@@ -208,9 +184,6 @@ pub fn create_tap_host(
         run(&["tc", "-n", netns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", &burst, "limit", &limit])?;
         let gso = host_gso_max_size(qdisc.1).to_string();
         run(&["ip", "-n", netns, "link", "set", "dev", "eth0", "gso_max_size", &gso])?;
-        if rxe {
-            run(&["ip", "netns", "exec", netns, "rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "eth0"])?;
-        }
         Ok(Arc::new(tun))
     })();
     match made {
