@@ -131,6 +131,7 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_tap_tx_packets_total", C, HOST, "packets", "Packets weft wrote into a real host's TAP (frames, or coalesced runs of them with segmentation offload)."),
     m("weft_tap_coalesced_packets_total", C, HOST, "packets", "Of weft_tap_tx_packets_total, packets that coalesce several in-order TCP segments due together (GRO toward the host)."),
     m("weft_tap_coalesced_segments_total", C, HOST, "frames", "The fabric's MTU frames inside weft_tap_coalesced_packets_total."),
+    m("weft_tap_rx_ring_drops_total", C, HOST, "frames", "Frames toward a VM host (kind rxe) dropped because its NIC's receive ring was full."),
     m("weft_link_transport_received_total", C, LINK, "frames", "Frames received over the inter-process transport (UDP/QUIC) of a link direction (real time only)."),
     m("weft_link_transport_lost_total", C, LINK, "frames", "Frames the transport lost (sequence gaps), apart from fabric drops."),
     m("weft_link_transport_reordered_total", C, LINK, "frames", "Frames the transport delivered out of sequence."),

@@ -69,8 +69,9 @@ pub const RX_RING: usize = 1024;
 /// Memory of a VM unless told otherwise, MiB.
 pub const DEFAULT_MEMORY_MIB: u32 = 512;
 /// The least memory a VM is started with, MiB: the kernel, the unpacked
-/// initramfs (about 45 MB, held in RAM) and rxe's queues (measured: the
-/// guest boots to rxe ready with 160 MiB and panics with 128).
+/// initramfs (about 45 MB, held in RAM) and rxe (measured under TCG: 192
+/// MiB boots to rxe ready; with 160 `rdma link add` fails, with 128 the
+/// kernel panics out of memory).
 pub const MIN_MEMORY_MIB: u32 = 192;
 /// How long the KVM probe waits for the guest's first line.
 pub const KVM_PROBE: Duration = Duration::from_secs(10);

@@ -77,6 +77,7 @@ impl MetricsSource {
             set.counter("weft_tap_tx_packets_total", &l, c.tx_packets.load(Ordering::Relaxed));
             set.counter("weft_tap_coalesced_packets_total", &l, c.coalesced_packets.load(Ordering::Relaxed));
             set.counter("weft_tap_coalesced_segments_total", &l, c.coalesced_segments.load(Ordering::Relaxed));
+            set.counter("weft_tap_rx_ring_drops_total", &l, c.rx_ring_drops.load(Ordering::Relaxed));
         }
         let p = self.process.to_string();
         let pl = [("process", p.as_str())];
