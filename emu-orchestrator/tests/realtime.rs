@@ -900,6 +900,16 @@ fn rxe_counter(f: &Fabric, host: &str, name: &str) -> u64 {
     words.windows(2).find(|w| w[0] == name).and_then(|w| w[1].parse().ok()).unwrap_or_else(|| panic!("no {name} in {out}"))
 }
 
+/// The InfiniBand frames of a pcap as tab-separated `fields` (tshark).
+fn tshark_infiniband(pcap: &Path, fields: &[&str]) -> String {
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(pcap).args(["-Y", "infiniband", "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    String::from_utf8_lossy(&c.output().expect("tshark").stdout).into_owned()
+}
+
 /// Runs the perftest or ibverbs `tool` between two VM hosts (server in
 /// `server`, client in `client` toward `ip`); returns the client's output.
 fn rdma_pair(f: &Fabric, server: &str, client: &str, ip: &str, tool: &[&str]) -> String {
@@ -970,26 +980,7 @@ fn rxe_vm_hosts_on_two_leaves_run_rdma_through_the_fabric() {
     eprintln!("ib_write_bw h0 -> h1: {bw} MB/s");
     assert!(bw > 0.5, "{out}");
     std::thread::sleep(Duration::from_millis(500));
-    let t = Command::new("tshark")
-        .args([
-            "-r",
-            pcap.to_str().unwrap(),
-            "-Y",
-            "infiniband",
-            "-T",
-            "fields",
-            "-e",
-            "infiniband.bth.opcode",
-            "-e",
-            "infiniband.bth.destqp",
-            "-e",
-            "infiniband.bth.psn",
-            "-e",
-            "udp.dstport",
-        ])
-        .output()
-        .expect("tshark");
-    let text = String::from_utf8_lossy(&t.stdout);
+    let text = tshark_infiniband(&pcap, &["infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn", "udp.dstport"]);
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
     assert!(rows.len() > 100, "tshark decodes the rxe frames as InfiniBand: {} rows", rows.len());
     let opcodes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[0]).collect();
@@ -1063,24 +1054,7 @@ fn conweave_reorders_a_real_rnics_traffic_and_rxe_sends_no_cnp() {
     f.ok(&["capture", "h1-leaf1", "--pcap", pcap.to_str().unwrap(), "--count", "1500"]);
     rdma_pair(&f, "h1", "h0", "10.0.1.2", &["ib_write_bw", "-d", "rxe0", "-x", "1", "-D", "3", "--tclass=2"]);
     std::thread::sleep(Duration::from_millis(500));
-    let t = Command::new("tshark")
-        .args([
-            "-r",
-            pcap.to_str().unwrap(),
-            "-Y",
-            "infiniband",
-            "-T",
-            "fields",
-            "-e",
-            "ip.src",
-            "-e",
-            "infiniband.bth.opcode",
-            "-e",
-            "ip.dsfield.ecn",
-        ])
-        .output()
-        .expect("tshark");
-    let text = String::from_utf8_lossy(&t.stdout);
+    let text = tshark_infiniband(&pcap, &["ip.src", "infiniband.bth.opcode", "ip.dsfield.ecn"]);
     let ce = text.lines().filter(|l| l.starts_with("10.0.0.2\t") && l.ends_with("\t3")).count();
     let from_h1: Vec<&str> = text.lines().filter(|l| l.starts_with("10.0.1.2\t")).collect();
     eprintln!(
