@@ -411,7 +411,7 @@ impl ProcessRuntime {
                 }
                 let delay = f.links.get(port.link.index()).map_or(0, |l| l.delay);
                 let nic = Arc::new(Mutex::new(TapNic::new(port.rate, delay, plan.tap_queue_ns)));
-                if kind == HostKind::Rxe {
+                let made: Result<(String, RealHost, Arc<TapCounters>), RuntimeError> = if kind == HostKind::Rxe {
                     // A VM, started from this thread (see crate::vm).
                     let Some(opts) = &plan.vm else {
                         rt_err = Some(RuntimeError::Placement(format!("host `{}` is a VM host but the plan has no VM options", spec.name)));
@@ -427,32 +427,30 @@ impl ProcessRuntime {
                             vm_accel.insert(a)
                         }
                     };
-                    match crate::vm::launch(&spec.name, h, port.mtu, opts, accel) {
-                        Ok(vm) => {
+                    crate::vm::launch(&spec.name, h, port.mtu, opts, accel)
+                        .map(|vm| {
                             let counters = vm.nic.counters.clone();
-                            taps.push(TapEnd { name: spec.name.clone(), host: RealHost::Vm(vm), nic, counters, node: id });
-                        }
-                        Err(e) => {
-                            rt_err = Some(e.into());
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                let netns = format!("{}{}", plan.netns_prefix, spec.name);
-                let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
-                // `ip` commands block for tens of ms each: run them off the
-                // runtime thread so QUIC keep-alives continue meanwhile.
-                let (h2, mtu, rate, offload) = (h.clone(), port.mtu, port.rate, plan.tap_offload);
-                let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, offload)).await;
-                let made = made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))));
+                            (spec.name.clone(), RealHost::Vm(vm), counters)
+                        })
+                        .map_err(Into::into)
+                } else {
+                    let netns = format!("{}{}", plan.netns_prefix, spec.name);
+                    let dev = format!("wt{:x}{:04x}", plan.fabric_tag & 0xffff, i);
+                    // `ip` commands block for tens of ms each: run them off the
+                    // runtime thread so QUIC keep-alives continue meanwhile.
+                    let (h2, mtu, rate, offload) = (h.clone(), port.mtu, port.rate, plan.tap_offload);
+                    let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, offload)).await;
+                    made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))))
+                        .map(|host| {
+                            let counters = host.tun.counters.clone();
+                            (host.netns.clone(), RealHost::Tap(host), counters)
+                        })
+                        .map_err(Into::into)
+                };
                 match made {
-                    Ok(host) => {
-                        let counters = host.tun.counters.clone();
-                        taps.push(TapEnd { name: host.netns.clone(), host: RealHost::Tap(host), nic, counters, node: id });
-                    }
+                    Ok((name, host, counters)) => taps.push(TapEnd { name, host, nic, counters, node: id }),
                     Err(e) => {
-                        rt_err = Some(e.into());
+                        rt_err = Some(e);
                         break;
                     }
                 }
