@@ -2,9 +2,9 @@
 //! switch handling the frame: nothing may panic on any input.
 #![no_main]
 
+use libfuzzer_sys::fuzz_target;
 use weft_wire::frame::FrameInfo;
 use weft_wire::{arp, ethernet, ipv4, pfc, roce, tcp, udp, vxlan};
-use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = FrameInfo::parse(data);

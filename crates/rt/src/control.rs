@@ -129,9 +129,13 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ControlError> {
     Ok(v)
 }
 
-/// Decodes one message body (without the length prefix).
+/// Decodes one message body (without the length prefix). The decoder may
+/// claim at most [`MAX_MESSAGE`] bytes for the collections a message
+/// announces: without that limit six bytes announcing a 4 GiB vector make
+/// it allocate 4 GiB (found by the `control_messages` fuzz target).
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ControlError> {
-    let (v, _) = bincode::serde::decode_from_slice(body, bincode::config::standard())?;
+    let config = bincode::config::standard().with_limit::<MAX_MESSAGE>();
+    let (v, _) = bincode::serde::decode_from_slice(body, config)?;
     Ok(v)
 }
 
@@ -167,5 +171,13 @@ mod tests {
             matches!(back, ToNode::SetLink { link: LinkId(3), change: LinkChange::Rate(r) } if r == weft_wire::time::BitRate::mbps(100))
         );
         assert!(decode::<ToNode>(&[0xff, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn a_message_announcing_a_huge_collection_is_refused_without_allocating_it() {
+        // Fuzz finding: `Plan` whose first vector claims ~4 G elements.
+        let body = [0x05, 0xfc, 0xd0, 0x2c, 0x00, 0xfb];
+        assert!(matches!(decode::<ToNode>(&body), Err(ControlError::Decode(_))));
+        assert!(decode::<ToOrchestrator>(&body).is_err());
     }
 }

@@ -543,7 +543,7 @@ pub fn exec(dir: &Path, argv: &[String], out: &mut dyn std::io::Write) -> Result
             let sock = exec_socket(dir, i);
             let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(io(format!("exec port {}", sock.display())))?;
             s.write_all(format!("{id} {script}\n").as_bytes()).map_err(io("exec port"))?;
-            let rc = read_answer(&mut s, &id, out)?;
+            let rc = read_exec_answer(&mut s, &id, out)?;
             drop(lock);
             return Ok(rc);
         }
@@ -554,10 +554,10 @@ pub fn exec(dir: &Path, argv: &[String], out: &mut dyn std::io::Write) -> Result
     }
 }
 
-/// Reads the guest's answer to command `id`: output after its start
+/// Reads the guest's answer to command `id` (public for the fuzz target): output after its start
 /// marker (anything before is a previous command's, whose client left)
 /// up to its exit marker.
-fn read_answer(s: &mut impl std::io::Read, id: &str, out: &mut dyn std::io::Write) -> Result<i32, VmError> {
+pub fn read_exec_answer(s: &mut impl std::io::Read, id: &str, out: &mut dyn std::io::Write) -> Result<i32, VmError> {
     let start = format!("\x1e{id} start\n");
     let end = format!("\x1e{id} ");
     let mut pending: Vec<u8> = Vec::new();
@@ -659,11 +659,11 @@ mod tests {
                 }
             }
             let mut out = Vec::new();
-            let rc = read_answer(&mut Chunks(wire.as_bytes(), chunk), id, &mut out).unwrap();
+            let rc = read_exec_answer(&mut Chunks(wire.as_bytes(), chunk), id, &mut out).unwrap();
             assert_eq!(rc, 3);
             assert_eq!(String::from_utf8_lossy(&out), "hello\x1e world\n", "chunk {chunk}");
         }
         let mut out = Vec::new();
-        assert!(read_answer(&mut &b"\x1e00 start\n"[..], id, &mut out).is_err(), "closed before the end");
+        assert!(read_exec_answer(&mut &b"\x1e00 start\n"[..], id, &mut out).is_err(), "closed before the end");
     }
 }
