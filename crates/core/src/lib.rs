@@ -14,6 +14,8 @@
 //! - [`switch`]: a switch = the Tofino model + its loaded scheme + ports;
 //! - [`host`]: synthetic endpoints (UDP, RoCEv2 with DCQCN/IRN, TCP);
 //! - [`transmit`]: what a node emits (a frame leaving a port);
+//! - [`edge`]: what the fabric admits from a real host (hostile frames
+//!   refused by cause, control packets of the schemes never forged);
 //! - [`fabric`]: the resolved description of a fabric (nodes, ports, links,
 //!   addresses, routes, link events) that drivers instantiate;
 //! - [`serializer`]: the line-rate serializer of a port;
@@ -21,6 +23,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod edge;
 pub mod fabric;
 pub mod fct;
 pub mod host;

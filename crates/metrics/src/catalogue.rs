@@ -59,6 +59,7 @@ const SWITCH_CAUSE: &[&str] = &["switch", "scheme", "cause"];
 const SWITCH_RESOURCE: &[&str] = &["switch", "scheme", "resource"];
 const INT_PATH: &[&str] = &["switch", "source_leaf", "port", "link"];
 const HOST: &[&str] = &["host"];
+const HOST_CAUSE: &[&str] = &["host", "cause"];
 const LINK: &[&str] = &["link", "direction"];
 const ACTOR: &[&str] = &["actor"];
 const PROCESS: &[&str] = &["process"];
@@ -132,6 +133,13 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_tap_coalesced_packets_total", C, HOST, "packets", "Of weft_tap_tx_packets_total, packets that coalesce several in-order TCP segments due together (GRO toward the host)."),
     m("weft_tap_coalesced_segments_total", C, HOST, "frames", "The fabric's MTU frames inside weft_tap_coalesced_packets_total."),
     m("weft_tap_rx_ring_drops_total", C, HOST, "frames", "Frames toward a VM host (kind rxe) dropped because its NIC's receive ring was full."),
+    m(
+        "weft_tap_rejected_total",
+        C,
+        HOST_CAUSE,
+        "frames",
+        "Frames of a real host the edge refused (they never entered the fabric); cause = malformed | bad_ipv4_checksum | bad_icrc | oversize | unknown_ethertype | pfc | spoofed_source | fabric_control (a frame a switch would take for the fabric's own control traffic: LBSP, P4TE feedback or hop option, ConWeave BTH bits or timer, INT shim, VXLAN overlay, IPv4 to a switch address).",
+    ),
     m("weft_link_transport_received_total", C, LINK, "frames", "Frames received over the inter-process transport (UDP/QUIC) of a link direction (real time only)."),
     m("weft_link_transport_lost_total", C, LINK, "frames", "Frames the transport lost (sequence gaps), apart from fabric drops."),
     m("weft_link_transport_reordered_total", C, LINK, "frames", "Frames the transport delivered out of sequence."),

@@ -29,6 +29,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use weft_core::edge::EdgeGuard;
 use weft_core::fabric::{FabricSpec, HostKind, LinkAction};
 use weft_core::node::Node;
 use weft_wire::ids::{LinkId, NodeId, PortId};
@@ -628,11 +629,13 @@ impl ProcessRuntime {
             let Some(tor) = self.actors.get(&port.peer) else {
                 return Err(RuntimeError::Placement(format!("ToR of `{}` is not in this process", t.name)));
             };
+            let Some(spec) = f.nodes[t.node.index()].as_host() else { continue };
+            let guard = EdgeGuard::new(spec, port.mtu);
             let (nic, counters, tor, port, sched) =
                 (t.nic.clone(), t.counters.clone(), tor.frames.clone(), port.peer_port, self.sched.clone());
             self.tasks.push(match &t.host {
-                RealHost::Tap(h) => tokio::spawn(run_tap_reader(h.tun.clone(), nic, counters, tor, port, sched)),
-                RealHost::Vm(v) => tokio::spawn(run_tap_reader(v.nic.clone(), nic, counters, tor, port, sched)),
+                RealHost::Tap(h) => tokio::spawn(run_tap_reader(h.tun.clone(), guard, nic, counters, tor, port, sched)),
+                RealHost::Vm(v) => tokio::spawn(run_tap_reader(v.nic.clone(), guard, nic, counters, tor, port, sched)),
             });
         }
         Ok(())

@@ -40,6 +40,10 @@
 //! a host, the writer thread coalesces the in-order segments of a flow that
 //! are due together into one packet ([`weft_wire::gso::Coalescer`], what a
 //! NIC's GRO/LRO does); it never holds a frame back to wait for more.
+//!
+//! Hostile hosts (issue 20): every frame a real host sends passes its
+//! [`EdgeGuard`] (`weft_core::edge`) after segmentation; refused frames are
+//! counted per cause (`weft_tap_rejected_total`) and never reach the ToR.
 
 use crate::clock::DeadlineScheduler;
 use crate::inbox::InboxSender;
@@ -48,6 +52,7 @@ use bytes::BytesMut;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use weft_core::edge::{EdgeGuard, Rejection};
 use weft_core::fabric::HostSpec;
 use weft_core::serializer::Serializer;
 use weft_wire::gso::{self, Coalescer, VnetHdr, VNET_HDR_LEN};
@@ -347,6 +352,9 @@ pub struct TapCounters {
     /// Frames toward a VM host dropped because its NIC's receive ring was
     /// full (the guest took no frames).
     pub rx_ring_drops: AtomicU64,
+    /// Frames the edge guard refused, by [`Rejection::index`] (they took
+    /// their time on the host's link, then went no further).
+    pub rejected: [AtomicU64; Rejection::ALL.len()],
 }
 
 impl TapNic {
@@ -391,9 +399,12 @@ impl TapNic {
 
 /// Reads frames the host sends (from its TAP or its VM's socket) and
 /// delivers them to its ToR's port when due (super-frames cut into MTU
-/// frames first).
+/// frames first). Each frame must pass the host's [`EdgeGuard`]; one that
+/// fails still takes its time on the host's link (a flood of garbage is
+/// paced like any traffic) and is counted by cause, not delivered.
 pub async fn run_tap_reader<S: HostFrameSource>(
     tun: Arc<S>,
+    guard: EdgeGuard,
     nic: Arc<Mutex<TapNic>>,
     counters: Arc<TapCounters>,
     tor: InboxSender,
@@ -430,6 +441,10 @@ pub async fn run_tap_reader<S: HostFrameSource>(
                 c.fetch_add(1, Ordering::Relaxed);
                 return;
             };
+            if let Err(why) = guard.check(seg) {
+                counters.rejected[why.index()].fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             let frame = BytesMut::from(seg);
             let tor = tor.clone();
             sched.at(

@@ -185,3 +185,126 @@ pub fn drain(s: &mut Switch, until: Nanos, out: &mut Vec<Transmit>) {
         s.handle_timeout(t, out);
     }
 }
+
+/// A real host as the edge guard knows it: its MAC and address, its
+/// gateway's MAC (its ToR port), another host's address, its link's MTU.
+#[derive(Debug, Clone, Copy)]
+pub struct RealHostAddrs {
+    /// The host's MAC.
+    pub mac: EthernetAddress,
+    /// The host's address.
+    pub ip: Ipv4Address,
+    /// The ToR port's MAC.
+    pub gateway_mac: EthernetAddress,
+    /// Another host's address.
+    pub peer: Ipv4Address,
+    /// The access link's MTU.
+    pub mtu: u16,
+}
+
+impl RealHostAddrs {
+    fn entering(&self) -> Entering {
+        Entering { dst_mac: self.gateway_mac, src_mac: self.mac, src: self.ip, dst: self.peer, dscp: 0 }
+    }
+}
+
+/// Frames the edge guard must let through: UDP, RoCEv2 with its ICRC, an
+/// ARP request for the gateway.
+pub fn benign_host_frames(h: &RealHostAddrs) -> Vec<BytesMut> {
+    let mut arp = BytesMut::zeroed(60);
+    ethernet::Repr { dst: EthernetAddress([0xff; 6]), src: h.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut arp);
+    weft_wire::arp::Repr {
+        operation: weft_wire::arp::Operation::Request,
+        sender_hw: h.mac,
+        sender_ip: h.ip,
+        target_hw: EthernetAddress([0; 6]),
+        target_ip: h.peer,
+    }
+    .emit(&mut arp[14..]);
+    vec![udp(h.entering(), 40_000, 5_001, 200), roce_write(h.entering(), 49_152, 0x11, 7, 256), arp]
+}
+
+/// One frame (or several) of each kind a hostile or broken host may send,
+/// each with the cause the edge guard must give (see `weft_core::edge`).
+pub fn hostile_host_frames(h: &RealHostAddrs) -> Vec<(weft_core::edge::Rejection, BytesMut)> {
+    use weft_core::edge::Rejection as R;
+    use weft_wire::{int, lbsp, p4te, pfc};
+    let at = h.entering();
+    let fix_ip = |b: &mut BytesMut| ipv4::Packet::new_unchecked(&mut b[14..]).fill_checksum();
+    let mut out = Vec::new();
+    // Truncated: an Ethernet header and half an IPv4 header; an IPv4 total
+    // length beyond the frame.
+    out.push((R::Malformed, udp(at, 1, 2, 100).split_to(24)));
+    let mut long = udp(at, 1, 2, 100);
+    long[16..18].copy_from_slice(&400u16.to_be_bytes());
+    fix_ip(&mut long);
+    out.push((R::Malformed, long));
+    let mut ttl = udp(at, 1, 2, 100);
+    ttl[14 + 8] ^= 0x10;
+    out.push((R::BadIpv4Checksum, ttl));
+    let mut icrc = roce_write(at, 49_152, 0x11, 8, 256);
+    let n = icrc.len();
+    icrc[n - 1] ^= 0xff;
+    out.push((R::BadIcrc, icrc));
+    out.push((R::Oversize, udp(at, 1, 2, h.mtu as usize + 14 + 100)));
+    let mut v6 = udp(at, 1, 2, 100);
+    v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    out.push((R::UnknownEthertype, v6));
+    let mut pause = BytesMut::zeroed(pfc::FRAME_LEN);
+    ethernet::Repr { dst: EthernetAddress([0x01, 0x80, 0xc2, 0, 0, 1]), src: h.mac, vlan_tci: None, ethertype: EtherType::MacControl }
+        .emit(&mut pause);
+    pfc::Repr::for_priority(3, 0xffff).emit(&mut pause[14..]);
+    out.push((R::Pfc, pause));
+    let other = Ipv4Address(h.ip.0 ^ 0x0000_0040);
+    out.push((R::SpoofedSource, udp(Entering { src: other, ..at }, 1, 2, 100)));
+    out.push((R::SpoofedSource, udp(Entering { src_mac: EthernetAddress([2, 0, 0, 0, 0x66, 0x66]), ..at }, 1, 2, 100)));
+    // The fabric's control plane: LBSP, P4TE feedback, a ConWeave timer
+    // (generator EtherType), an INT probe, IPv4 to a switch address, a
+    // VXLAN (CONGA overlay) datagram, a P4TE hop option, ConWeave BTH bits.
+    let with_src = |mut f: BytesMut| {
+        f[6..12].copy_from_slice(&h.mac.0);
+        f[..6].copy_from_slice(&h.gateway_mac.0);
+        f
+    };
+    let lbsp_msg = lbsp::Repr {
+        kind: lbsp::Kind::Failure,
+        value: 1,
+        position: None,
+        origin: Ipv4Address::new(169, 254, 0, 1),
+        origin_port: 3,
+        in_port: 0,
+        prefix: Ipv4Address::new(10, 0, 0, 0),
+        prefix_len: 24,
+        tier: 1,
+        seq: 99,
+    };
+    out.push((R::FabricControl, with_src(lbsp_msg.frame())));
+    let fb = p4te::Feedback {
+        kind: p4te::FeedbackKind::Neighbour,
+        port: 1,
+        delay: p4te::Event::Increase,
+        queue: p4te::Event::Increase,
+        util: p4te::Event::Increase,
+        color: 2,
+        delay_ns: 1_000_000,
+        queue_bytes: 1 << 20,
+    };
+    out.push((R::FabricControl, with_src(fb.frame())));
+    let mut timer = BytesMut::zeroed(60);
+    timer[12..14].copy_from_slice(&weft_tofino::program::GENERATOR_ETHERTYPE.to_be_bytes());
+    out.push((R::FabricControl, with_src(timer)));
+    let probe = int::probe_frame(h.ip, h.peer, &int::Probe { flow: 1, origin_leaf: 0, uplink: 1, seq: 5 });
+    out.push((R::FabricControl, with_src(probe)));
+    out.push((R::FabricControl, udp(Entering { dst: Ipv4Address::new(169, 254, 0, 1), ..at }, 1, 2, 100)));
+    out.push((R::FabricControl, udp(at, 49_152, udp::VXLAN_PORT, 100)));
+    let mut opt = udp(at, 1, 2, 100);
+    let hop = p4te::Hop { flags: p4te::flags::FACK, port: 1, t_source: 0 };
+    if p4te::insert(&mut opt, 14, &hop).is_ok() {
+        out.push((R::FabricControl, opt));
+    }
+    let mut notify = roce_write(at, 49_152, 0x11, 9, 64);
+    roce::BthPacket::new_unchecked(&mut notify[42..]).set_reserved15(0x7f << 4);
+    let _ = roce::fill_icrc(&mut notify[14..]);
+    out.push((R::FabricControl, notify));
+    out
+}

@@ -96,12 +96,14 @@ pub struct SequenceTracker {
 }
 
 impl SequenceTracker {
-    /// Accounts for frame `seq`.
+    /// Accounts for frame `seq`. Saturating: a sender counts from 0 and
+    /// never reaches `u64::MAX`, but a datagram claiming it must not
+    /// overflow (fuzz finding: `seq + 1` panicked in a debug build).
     pub fn observe(&mut self, seq: u64) {
-        self.received += 1;
+        self.received = self.received.saturating_add(1);
         if seq >= self.next {
-            self.lost += seq - self.next;
-            self.next = seq + 1;
+            self.lost = self.lost.saturating_add(seq - self.next);
+            self.next = seq.saturating_add(1);
         } else {
             self.reordered += 1;
             self.lost = self.lost.saturating_sub(1);
@@ -112,6 +114,15 @@ impl SequenceTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sequence_number_at_the_end_of_its_range_does_not_overflow() {
+        let mut t = SequenceTracker::default();
+        t.observe(u64::MAX);
+        t.observe(u64::MAX);
+        t.observe(3);
+        assert_eq!((t.received, t.next), (3, u64::MAX));
+    }
 
     #[test]
     fn round_trip_and_rejects() {

@@ -11,6 +11,7 @@ use ractor::ActorRef;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use weft_core::edge::Rejection;
 use weft_core::fabric::FabricSpec;
 use weft_metrics::FamilySet;
 
@@ -78,6 +79,10 @@ impl MetricsSource {
             set.counter("weft_tap_coalesced_packets_total", &l, c.coalesced_packets.load(Ordering::Relaxed));
             set.counter("weft_tap_coalesced_segments_total", &l, c.coalesced_segments.load(Ordering::Relaxed));
             set.counter("weft_tap_rx_ring_drops_total", &l, c.rx_ring_drops.load(Ordering::Relaxed));
+            for why in Rejection::ALL {
+                let lc = [("host", host.as_str()), ("cause", why.label())];
+                set.counter("weft_tap_rejected_total", &lc, c.rejected[why.index()].load(Ordering::Relaxed));
+            }
         }
         let p = self.process.to_string();
         let pl = [("process", p.as_str())];
