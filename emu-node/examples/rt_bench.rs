@@ -309,6 +309,12 @@ async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
     use emu_node::link::quic::{endpoint_config, link_transport};
     use emu_node::link::remote::{run_quic_receiver, run_udp_receiver, InboundTable, RemoteSender};
     const TAG: u32 = 0x5eed;
+
+/// The link key both ends of the benchmark share (datagrams are signed as
+/// in a fabric).
+fn link_key() -> emu_node::link::auth::LinkKey {
+    emu_node::link::auth::LinkKey::new(&emu_node::link::auth::LinkSecret([7; 32]))
+}
     let f = weft_testkit::leaf_pair(1, 8, BitRate::gbps(400));
     let epoch = emu_node::clock::monotonic_ns();
     let identity = emu_node::tls::FabricIdentity::generate().expect("identity");
@@ -326,7 +332,7 @@ async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
             let inbox = Arc::new(Inbox::default());
             let (sink, _) = Actor::spawn(None, Sink, (rx_stats, sched.clone(), inbox.clone())).await.expect("sink");
             let sink = NodeHandle::new(sink, inbox);
-            let mut table = InboundTable::new(TAG);
+            let mut table = InboundTable::new(TAG, link_key());
             for &l in &rx_links {
                 table.insert(l, 0, sink.frames.clone(), PortId(0));
             }
@@ -362,11 +368,11 @@ async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
         let client = emu_node::tls::quic_client(&identity.pin(), link_transport()).expect("client config");
         let conn = ep.connect_with(client, addr, emu_node::tls::SERVER_NAME).expect("connect").await.expect("handshake");
         endpoint = Some(ep);
-        links.iter().map(|_| RemoteSender::quic(TAG, conn.clone())).collect()
+        links.iter().map(|_| RemoteSender::quic(TAG, link_key(), conn.clone())).collect()
     } else {
         sock.set_nonblocking(true).expect("non-blocking");
         let sock = Arc::new(tokio::net::UdpSocket::from_std(sock).expect("tokio socket"));
-        links.iter().map(|_| RemoteSender::udp(TAG, sock.clone(), addr)).collect()
+        links.iter().map(|_| RemoteSender::udp(TAG, link_key(), sock.clone(), addr)).collect()
     };
     let cfg = SwitchConfig::tofino2(1, false);
     let sw = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");

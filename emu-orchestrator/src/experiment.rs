@@ -981,6 +981,8 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             epoch,
             clock_offset_ns: 0,
             fabric_tag: 1,
+            link_secret: emu_node::link::auth::LinkSecret::generate()
+                .map_err(|_| RunError::Transport("no random source for the link secret".into()))?,
             inter: emu_node::link::InterProcess::Udp,
             spin_us: rt_opts.spin_us,
             tap_queue_ns: 1_000_000,

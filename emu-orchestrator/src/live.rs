@@ -19,6 +19,7 @@ use crate::topology::Topology;
 use emu_node::control::{self, ToNode, ToOrchestrator, PROTOCOL_VERSION};
 use emu_node::fabric::{FabricSpec, HostKind};
 use emu_node::ids::LinkId;
+use emu_node::link::auth::LinkSecret;
 use emu_node::link::{quic, InterProcess, LinkChange};
 use emu_node::runtime::{LinkAddrs, ProcessPlan, ProcessReport};
 use emu_node::tls::FabricIdentity;
@@ -1041,6 +1042,9 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         None => (FabricIdentity::generate()?, new_token()),
     };
     let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
+    // Link datagrams are signed with a secret that travels only in the
+    // plans, over the TLS control channel (DESIGN §7).
+    let link_secret = LinkSecret::generate().map_err(|_| io("the link secret")(std::io::Error::other("no random source")))?;
     let server = identity.quic_server(quic::control_transport())?;
     // Other machines reach the control endpoint on this machine's address
     // toward them; one machine uses loopback only.
@@ -1112,6 +1116,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         epoch,
         clock_offset_ns: 0,
         fabric_tag,
+        link_secret: link_secret.clone(),
         inter: base.inter,
         spin_us: base.spin_us,
         tap_queue_ns: 1_000_000,

@@ -63,6 +63,7 @@ const HOST_CAUSE: &[&str] = &["host", "cause"];
 const LINK: &[&str] = &["link", "direction"];
 const ACTOR: &[&str] = &["actor"];
 const PROCESS: &[&str] = &["process"];
+const PROCESS_CAUSE: &[&str] = &["process", "cause"];
 
 /// The fixed metrics.
 pub const METRICS: &[MetricSpec] = &[
@@ -155,7 +156,13 @@ pub const METRICS: &[MetricSpec] = &[
         "frames",
         "Frames dropped because they reached the actor more than the process's max lag after they were due: the emulation could not keep up (bounded-lag policy).",
     ),
-    m("weft_process_transport_rejected_total", C, PROCESS, "datagrams", "Datagrams that were malformed, of another fabric or for a link the process does not hold."),
+    m(
+        "weft_process_transport_rejected_total",
+        C,
+        PROCESS_CAUSE,
+        "datagrams",
+        "Link datagrams the process refused; cause = malformed | foreign (another fabric's tag) | forged (authentication tag does not verify) | replayed (sequence number already delivered, or older than the 128-frame replay window) | unknown_link.",
+    ),
     m("weft_process_scrape_duration_seconds", G, PROCESS, "seconds", "How long the latest scrape took to gather the metrics."),
 ];
 

@@ -17,6 +17,7 @@
 use crate::actor::{ActorReport, Capture, Egress, NodeActor, NodeActorArgs, NodeHandle, NodeMsg, PortBinding};
 use crate::clock::{DeadlineScheduler, FabricClock, SchedulerTask};
 use crate::inbox::Inbox;
+use crate::link::auth::{LinkKey, LinkSecret};
 use crate::link::quic;
 use crate::link::remote::{run_quic_receiver, run_udp_receiver, InboundTable, RemoteSender, TransportReport};
 use crate::link::{InterProcess, LinkChange};
@@ -52,6 +53,8 @@ pub struct ProcessPlan {
     pub clock_offset_ns: i64,
     /// Tag in every link header of this fabric.
     pub fabric_tag: u32,
+    /// The secret link datagrams are signed with ([`crate::link::auth`]).
+    pub link_secret: LinkSecret,
     /// Transport between processes.
     pub inter: InterProcess,
     /// Spin window of the deadline scheduler, µs.
@@ -294,7 +297,7 @@ pub struct ProcessReport {
     pub actors: Vec<ActorReport>,
     /// Transport counters per incoming link direction.
     pub transport: Vec<TransportReport>,
-    /// Datagrams dropped as malformed / foreign / unknown link.
+    /// Datagrams refused (malformed, foreign, forged, replayed, unknown link).
     pub transport_rejected: u64,
     /// Frames that arrived from another process after their due time.
     pub transport_late: u64,
@@ -491,7 +494,7 @@ impl ProcessRuntime {
                 }
             }
         }
-        let inbound = Arc::new(InboundTable::new(plan.fabric_tag));
+        let inbound = Arc::new(InboundTable::new(plan.fabric_tag, LinkKey::new(&plan.link_secret)));
         let mut rt = ProcessRuntime {
             plan,
             _scheduler: thread,
@@ -573,7 +576,7 @@ impl ProcessRuntime {
             }
         }
         // Inbound table, then port bindings.
-        let mut table = InboundTable::new(self.plan.fabric_tag);
+        let mut table = InboundTable::new(self.plan.fabric_tag, LinkKey::new(&self.plan.link_secret));
         for (&id, actor) in &self.actors {
             let spec = &f.nodes[id.index()];
             let mut ports = Vec::with_capacity(spec.ports.len());
@@ -596,12 +599,19 @@ impl ProcessRuntime {
                     table.insert(p.link.0, 1 - dir, actor.frames.clone(), PortId(pi as u16));
                     let proc_ = f.nodes[p.peer.index()].placement;
                     match (self.plan.inter, senders_to.get(&proc_)) {
-                        (InterProcess::Quic, Some(Some(c))) => Egress::Remote(RemoteSender::quic(self.plan.fabric_tag, c.clone())),
+                        (InterProcess::Quic, Some(Some(c))) => {
+                            Egress::Remote(RemoteSender::quic(self.plan.fabric_tag, LinkKey::new(&self.plan.link_secret), c.clone()))
+                        }
                         _ => {
                             let Some(addr) = peers.iter().find(|a| a.process == proc_) else {
                                 return Err(RuntimeError::NoPeerAddress(proc_));
                             };
-                            Egress::Remote(RemoteSender::udp(self.plan.fabric_tag, self.udp.clone(), addr.udp))
+                            Egress::Remote(RemoteSender::udp(
+                                self.plan.fabric_tag,
+                                LinkKey::new(&self.plan.link_secret),
+                                self.udp.clone(),
+                                addr.udp,
+                            ))
                         }
                     }
                 };
@@ -720,9 +730,7 @@ impl ProcessRuntime {
             process: self.plan.process,
             actors,
             transport: inb.report(),
-            transport_rejected: inb.malformed.load(Ordering::Relaxed)
-                + inb.foreign.load(Ordering::Relaxed)
-                + inb.unknown_link.load(Ordering::Relaxed),
+            transport_rejected: inb.rejected().iter().map(|(_, n)| n).sum(),
             transport_late: inb.late.load(Ordering::Relaxed),
             taps: self
                 .taps

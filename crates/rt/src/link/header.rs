@@ -17,13 +17,16 @@
 //! the far end: departure + serialization + propagation delay, computed by
 //! the sending port. All fields big-endian. The view checks its length
 //! before any access (smoltcp style); nothing here panics on bad input.
+//! On the wire every datagram ends with the tag of [`super::auth`] (not part
+//! of what [`LinkHeader::parse`] sees: the receiver strips it once it has
+//! checked it). Version 2: version 1 had no tag.
 
 /// Length of the header.
 pub const HEADER_LEN: usize = 28;
 /// Magic bytes "WF".
 pub const MAGIC: u16 = 0x5746;
 /// Version.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Why a datagram is not a weft link frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -31,8 +34,8 @@ pub enum HeaderError {
     /// Shorter than the header plus an Ethernet header.
     #[error("datagram of {0} bytes is too short")]
     Truncated(usize),
-    /// Not "WF" v1.
-    #[error("not a weft v1 link frame")]
+    /// Not "WF" v2.
+    #[error("not a weft v2 link frame")]
     BadMagic,
 }
 

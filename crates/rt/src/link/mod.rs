@@ -18,6 +18,7 @@
 //! transport are counted per direction ([`header::SequenceTracker`]) apart
 //! from drops made by the emulated fabric.
 
+pub mod auth;
 pub mod header;
 pub mod quic;
 pub mod remote;

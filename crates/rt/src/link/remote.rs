@@ -4,11 +4,14 @@
 //! [`UdpBatch`] while it handles one message and leave together (one
 //! `sendmmsg`); QUIC datagrams are batched by quinn.
 //!
-//! Invariants: sequence numbers count per link direction from 0; a
-//! datagram with another fabric tag, a bad header or an unknown link is
+//! Invariants: sequence numbers count per link direction from 0; every
+//! datagram carries the tag of the fabric's [`LinkKey`] ([`super::auth`]);
+//! a datagram with a bad header, another fabric tag, a tag that does not
+//! verify, an unknown link or a sequence number already delivered is
 //! counted and dropped, never delivered; a frame is never delivered before
 //! its due time.
 
+use super::auth::{LinkKey, ReplayWindow};
 use super::header::{LinkHeader, SequenceTracker};
 use crate::clock::DeadlineScheduler;
 use crate::inbox::InboxSender;
@@ -41,6 +44,7 @@ enum Path {
 struct SenderInner {
     seq: AtomicU64,
     fabric: u32,
+    key: LinkKey,
     path: Path,
 }
 
@@ -51,13 +55,14 @@ pub struct RemoteSender {
 }
 
 impl RemoteSender {
-    /// Over UDP from `socket` to `peer`.
-    pub fn udp(fabric: u32, socket: Arc<tokio::net::UdpSocket>, peer: SocketAddr) -> Self {
-        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, path: Path::Udp { socket, peer } }) }
+    /// Over UDP from `socket` to `peer`, signing with `key`.
+    pub fn udp(fabric: u32, key: LinkKey, socket: Arc<tokio::net::UdpSocket>, peer: SocketAddr) -> Self {
+        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, key, path: Path::Udp { socket, peer } }) }
     }
-    /// Over datagrams of a QUIC connection.
-    pub fn quic(fabric: u32, conn: quinn::Connection) -> Self {
-        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, path: Path::Quic(conn) }) }
+    /// Over datagrams of a QUIC connection, signing with `key` (QUIC
+    /// protects them on the wire; the tag keeps one check for every path).
+    pub fn quic(fabric: u32, key: LinkKey, conn: quinn::Connection) -> Self {
+        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, key, path: Path::Quic(conn) }) }
     }
     /// Sends `frame` with header `h` (fabric tag and sequence filled in);
     /// `buf` is scratch space.
@@ -67,11 +72,13 @@ impl RemoteSender {
         match &self.inner.path {
             Path::Udp { socket, peer } => {
                 h.emit(frame, buf);
+                self.inner.key.sign(buf);
                 socket.try_send_to(buf, *peer)?;
             }
             Path::Quic(c) => {
                 let mut v = Vec::new();
                 h.emit(frame, &mut v);
+                self.inner.key.sign(&mut v);
                 c.send_datagram(Bytes::from(v))?;
             }
         }
@@ -89,7 +96,11 @@ impl RemoteSender {
             Path::Udp { socket, peer } => {
                 h.fabric = self.inner.fabric;
                 h.seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
-                match batch.push(socket, *peer, |buf| h.emit(frame, buf)) {
+                let key = &self.inner.key;
+                match batch.push(socket, *peer, |buf| {
+                    h.emit(frame, buf);
+                    key.sign(buf);
+                }) {
                     0 => Ok(()),
                     _ => Err(SendError::Udp(std::io::ErrorKind::WouldBlock.into())),
                 }
@@ -210,8 +221,9 @@ pub struct Inbound {
     pub inbox: InboxSender,
     /// The port.
     pub port: PortId,
-    /// Transport loss/reordering of this direction.
-    pub seq: Mutex<SequenceTracker>,
+    /// Transport loss/reordering of this direction, and the sequence
+    /// numbers delivered (replays refused).
+    pub seq: Mutex<(SequenceTracker, ReplayWindow)>,
     /// Frames that arrived after their due time, and by how much in sum.
     pub late: (AtomicU64, AtomicU64),
 }
@@ -235,9 +247,16 @@ pub struct TransportReport {
 #[derive(Debug, Default)]
 pub struct InboundTable {
     fabric: u32,
+    key: Option<LinkKey>,
     map: FxHashMap<(u32, u8), Inbound>,
     /// Datagrams that were not weft link frames.
     pub malformed: AtomicU64,
+    /// Datagrams whose tag did not verify (forged, corrupted, or signed
+    /// with another fabric's key).
+    pub forged: AtomicU64,
+    /// Datagrams whose sequence number was delivered before (replayed) or
+    /// is older than the replay window.
+    pub replayed: AtomicU64,
     /// Datagrams of another fabric.
     pub foreign: AtomicU64,
     /// Datagrams for a link this process does not hold.
@@ -247,17 +266,18 @@ pub struct InboundTable {
 }
 
 impl InboundTable {
-    /// An empty table for fabric tag `fabric`.
-    pub fn new(fabric: u32) -> Self {
-        InboundTable { fabric, ..Default::default() }
+    /// An empty table for fabric tag `fabric`, checking tags with `key`.
+    pub fn new(fabric: u32, key: LinkKey) -> Self {
+        InboundTable { fabric, key: Some(key), ..Default::default() }
     }
     /// Registers an incoming direction.
     pub fn insert(&mut self, link: u32, dir: u8, inbox: InboxSender, port: PortId) {
-        self.map.insert((link, dir), Inbound { inbox, port, seq: Mutex::new(SequenceTracker::default()), late: Default::default() });
+        self.map.insert((link, dir), Inbound { inbox, port, seq: Mutex::default(), late: Default::default() });
     }
-    /// Handles one received datagram.
+    /// Handles one received datagram: header, fabric tag, link tag (of the
+    /// whole datagram), link, replay, then delivery when due.
     pub fn deliver(&self, sched: &DeadlineScheduler, datagram: &[u8]) {
-        let Ok((h, frame)) = LinkHeader::parse(datagram) else {
+        let Ok((h, _)) = LinkHeader::parse(datagram) else {
             self.malformed.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -265,12 +285,25 @@ impl InboundTable {
             self.foreign.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        let Some(body) = self.key.as_ref().and_then(|k| k.verify(datagram)) else {
+            self.forged.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let Ok((h, frame)) = LinkHeader::parse(body) else {
+            self.malformed.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
         let Some(inb) = self.map.get(&(h.link, h.dir)) else {
             self.unknown_link.fetch_add(1, Ordering::Relaxed);
             return;
         };
         if let Ok(mut s) = inb.seq.lock() {
-            s.observe(h.seq);
+            if !s.1.accept(h.seq) {
+                drop(s);
+                self.replayed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            s.0.observe(h.seq);
         }
         let (inbox, port, due) = (inb.inbox.clone(), inb.port, h.due);
         let frame = BytesMut::from(frame);
@@ -289,6 +322,19 @@ impl InboundTable {
             }),
         );
     }
+    /// Datagrams refused, by cause: `malformed`, `foreign` (another
+    /// fabric's tag), `forged` (tag does not verify), `replayed`,
+    /// `unknown_link`.
+    pub fn rejected(&self) -> [(&'static str, u64); 5] {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        [
+            ("malformed", l(&self.malformed)),
+            ("foreign", l(&self.foreign)),
+            ("forged", l(&self.forged)),
+            ("replayed", l(&self.replayed)),
+            ("unknown_link", l(&self.unknown_link)),
+        ]
+    }
     /// Per-direction transport counters.
     pub fn report(&self) -> Vec<TransportReport> {
         let mut v: Vec<_> = self
@@ -297,7 +343,7 @@ impl InboundTable {
             .map(|(&(link, dir), i)| TransportReport {
                 link,
                 dir,
-                seq: i.seq.lock().map(|s| *s).unwrap_or_default(),
+                seq: i.seq.lock().map(|s| s.0).unwrap_or_default(),
                 late: i.late.0.load(Ordering::Relaxed),
                 late_ns: i.late.1.load(Ordering::Relaxed),
             })
@@ -330,7 +376,8 @@ mod tests {
     async fn a_batch_sends_every_datagram_in_order_with_one_flush() {
         let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-        let sender = RemoteSender::udp(7, tx.clone(), rx.local_addr().unwrap());
+        let key = LinkKey::new(&crate::link::auth::LinkSecret([3; 32]));
+        let sender = RemoteSender::udp(7, key.clone(), tx.clone(), rx.local_addr().unwrap());
         let mut batch = UdpBatch::default();
         // More than one sendmmsg call's worth, of different sizes.
         let frames: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 60 + i as usize]).collect();
@@ -344,7 +391,7 @@ mod tests {
         let mut buf = vec![0u8; 2048];
         for (i, f) in frames.iter().enumerate() {
             let n = rx.recv(&mut buf).await.unwrap();
-            let (h, frame) = LinkHeader::parse(&buf[..n]).unwrap();
+            let (h, frame) = LinkHeader::parse(key.verify(&buf[..n]).unwrap()).unwrap();
             assert_eq!((h.fabric, h.link, h.dir, h.seq), (7, 3, 1, i as u64));
             assert_eq!(frame, &f[..]);
         }
@@ -352,6 +399,75 @@ mod tests {
         sender.send_batched(LinkHeader { dir: 0, fabric: 0, link: 1, seq: 0, due: 5 }, &[9u8; 64], &mut batch).unwrap();
         assert_eq!(batch.flush(), 0);
         let n = rx.recv(&mut buf).await.unwrap();
-        assert_eq!(LinkHeader::parse(&buf[..n]).unwrap().1, &[9u8; 64][..]);
+        assert_eq!(LinkHeader::parse(key.verify(&buf[..n]).unwrap()).unwrap().1, &[9u8; 64][..]);
+    }
+
+    /// Issue 20: a datagram with the fabric's tag but a forged MAC, one
+    /// signed with another fabric's key, a captured one sent again and a
+    /// truncated one are refused and counted by cause; the genuine ones
+    /// arrive once each.
+    #[tokio::test]
+    async fn forged_replayed_and_foreign_key_datagrams_are_refused_and_counted() {
+        use crate::clock::{FabricClock, SchedulerTask};
+        use crate::inbox::Inbox;
+        use crate::link::auth::LinkSecret;
+        use crate::link::header::HEADER_LEN;
+        let secret = LinkSecret([5; 32]);
+        let key = LinkKey::new(&secret);
+        let sched = SchedulerTask::start(FabricClock::starting_now(), std::time::Duration::ZERO).unwrap();
+        let inbox = Arc::new(Inbox::default());
+        let mut table = InboundTable::new(9, key.clone());
+        table.insert(4, 0, InboxSender::new(inbox.clone(), Arc::new(|| {})), PortId(2));
+        let table = Arc::new(table);
+        let rx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let to = rx.local_addr().unwrap();
+        let receiver = tokio::spawn(run_udp_receiver(rx, table.clone(), sched.scheduler()));
+        // A genuine sender, and a tap on the wire: the attacker's socket
+        // gets a copy of each genuine datagram to replay.
+        let tap = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let genuine = RemoteSender::udp(9, key.clone(), tx.clone(), to);
+        let copy = RemoteSender::udp(9, key.clone(), tx.clone(), tap.local_addr().unwrap());
+        let frame = [0xabu8; 60];
+        let h = LinkHeader { dir: 0, fabric: 0, link: 4, seq: 0, due: 0 };
+        let mut scratch = Vec::new();
+        for _ in 0..3 {
+            tx.writable().await.unwrap();
+            genuine.send(h, &frame, &mut scratch).unwrap();
+            tx.writable().await.unwrap();
+            copy.send(h, &frame, &mut scratch).unwrap();
+        }
+        let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut captured = vec![0u8; 2048];
+        let n = tap.recv(&mut captured).await.unwrap();
+        captured.truncate(n);
+        attacker.send_to(&captured, to).await.unwrap(); // replayed (seq 0)
+        let mut forged = captured.clone();
+        forged[HEADER_LEN + 5] ^= 1; // a frame byte changed, tag kept
+        attacker.send_to(&forged, to).await.unwrap();
+        let mut seq_bumped = captured.clone();
+        seq_bumped[19] = 77; // a fresh sequence number, tag kept
+        attacker.send_to(&seq_bumped, to).await.unwrap();
+        let mut other = Vec::new();
+        LinkHeader { dir: 0, fabric: 9, link: 4, seq: 50, due: 0 }.emit(&frame, &mut other);
+        LinkKey::new(&LinkSecret([6; 32])).sign(&mut other);
+        attacker.send_to(&other, to).await.unwrap(); // another fabric's key
+        attacker.send_to(&captured[..HEADER_LEN + 3], to).await.unwrap(); // truncated
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let counts = || table.rejected().into_iter().collect::<std::collections::BTreeMap<_, _>>();
+        while counts().values().sum::<u64>() < 5 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let c = counts();
+        assert_eq!((c["replayed"], c["forged"], c["malformed"]), (1, 3, 1), "{c:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut delivered = 0;
+        while let Some((port, f, _)) = inbox.pop() {
+            assert_eq!((port, &f[..]), (PortId(2), &frame[..]));
+            delivered += 1;
+        }
+        assert_eq!(delivered, 3, "each genuine frame once");
+        assert_eq!(table.report()[0].seq.received, 3);
+        receiver.abort();
     }
 }

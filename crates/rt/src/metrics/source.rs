@@ -87,9 +87,10 @@ impl MetricsSource {
         let p = self.process.to_string();
         let pl = [("process", p.as_str())];
         let inb = &self.inbound;
-        let rejected =
-            inb.malformed.load(Ordering::Relaxed) + inb.foreign.load(Ordering::Relaxed) + inb.unknown_link.load(Ordering::Relaxed);
-        set.counter("weft_process_transport_rejected_total", &pl, rejected);
+        for (cause, n) in inb.rejected() {
+            let lc = [pl[0], ("cause", cause)];
+            set.counter("weft_process_transport_rejected_total", &lc, n);
+        }
         set.gauge("weft_process_scrape_duration_seconds", &pl, started.elapsed().as_secs_f64());
         set
     }
