@@ -310,11 +310,11 @@ async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
     use emu_node::link::remote::{run_quic_receiver, run_udp_receiver, InboundTable, RemoteSender};
     const TAG: u32 = 0x5eed;
 
-/// The link key both ends of the benchmark share (datagrams are signed as
-/// in a fabric).
-fn link_key() -> emu_node::link::auth::LinkKey {
-    emu_node::link::auth::LinkKey::new(&emu_node::link::auth::LinkSecret([7; 32]))
-}
+    /// The link key both ends of the benchmark share (datagrams are signed as
+    /// in a fabric).
+    fn link_key() -> emu_node::link::auth::LinkKey {
+        emu_node::link::auth::LinkKey::new(&emu_node::link::auth::LinkSecret([7; 32]))
+    }
     let f = weft_testkit::leaf_pair(1, 8, BitRate::gbps(400));
     let epoch = emu_node::clock::monotonic_ns();
     let identity = emu_node::tls::FabricIdentity::generate().expect("identity");

@@ -558,7 +558,7 @@ struct NodeConn {
 struct Live {
     fabric: FabricSpec,
     nodes: BTreeMap<u32, Arc<NodeConn>>,
-    events: Mutex<Vec<String>>,
+    events: Arc<Mutex<Vec<String>>>,
     dir: PathBuf,
 }
 
@@ -778,7 +778,8 @@ async fn run_fabric(
         external: opts.external.clone(),
         vm,
     };
-    let Launched { ep, token, children, mut conns, addrs, .. } = launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
+    let Launched { ep, token, children, mut conns, addrs, events: launched_events, .. } =
+        launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await?;
     }
@@ -791,8 +792,12 @@ async fn run_fabric(
     let _prometheus_child = configure_prometheus(opts, &fabric.name, &targets, interval, state).await?;
     let mut targets = targets;
     let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
-    let live =
-        Arc::new(Live { nodes: watch_nodes(conns, children, state, &dead_tx), fabric, events: Mutex::new(Vec::new()), dir: dir.clone() });
+    let live = Arc::new(Live {
+        nodes: watch_nodes(conns, children, state, &dead_tx),
+        fabric,
+        events: Arc::new(Mutex::new(launched_events)),
+        dir: dir.clone(),
+    });
     let sock = socket_file(&dir);
     let _ = std::fs::remove_file(&sock);
     let listener = tokio::net::UnixListener::bind(&sock).map_err(io(format!("control socket {}", sock.display())))?;
@@ -826,7 +831,7 @@ async fn run_fabric(
             }
             Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
             // The fabric is complete: whoever connects now is refused.
-            inc = ep.accept() => if let Some(inc) = inc { tokio::spawn(refuse_latecomer(inc, token.clone())); },
+            inc = ep.accept() => if let Some(inc) = inc { tokio::spawn(refuse_latecomer(inc, token.clone(), live.events.clone())); },
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         }
@@ -928,18 +933,65 @@ fn watch_nodes(
     nodes
 }
 
-/// Refuses an emu-node that connects once the fabric is complete.
-async fn refuse_latecomer(inc: quinn::Incoming, token: String) {
+/// Refuses an emu-node that connects once the fabric is complete, and
+/// logs why (with what the client sent: a replayed or garbled message, a
+/// wrong token, nothing at all).
+async fn refuse_latecomer(inc: quinn::Incoming, token: String, events: Arc<std::sync::Mutex<Vec<String>>>) {
+    let from = inc.remote_address();
     let Ok(conn) = inc.await else { return };
-    let Ok((mut tx, mut rx)) = conn.accept_bi().await else { return };
-    let why = match control::recv::<ToOrchestrator>(&mut rx).await {
-        Ok(ToOrchestrator::Hello { token: t, .. }) if t == token => "the fabric is complete (no process slot is free)",
-        _ => "bad token",
+    let accepted = tokio::time::timeout(control::HELLO_TIMEOUT, conn.accept_bi()).await;
+    let (why, tx) = match accepted {
+        Ok(Ok((tx, mut rx))) => {
+            let why = match control::recv_hello(&mut rx).await {
+                Ok(ToOrchestrator::Hello { token: t, .. }) if t == token => "the fabric is complete (no process slot is free)".to_string(),
+                got => refusal_reason(got),
+            };
+            (why, Some(tx))
+        }
+        _ => ("no control stream".to_string(), None),
     };
-    let _ = control::send(&mut tx, &ToNode::Refused(why.into())).await;
-    let _ = tx.finish();
+    log_refusal(&events, from, &why);
+    if let Some(mut tx) = tx {
+        let _ = control::send(&mut tx, &ToNode::Refused(why)).await;
+        let _ = tx.finish();
+    }
     tokio::time::sleep(Duration::from_millis(100)).await;
     conn.close(1u32.into(), b"refused");
+}
+
+/// Why a first message is refused, for the log and the client.
+fn refusal_reason(got: Result<ToOrchestrator, control::ControlError>) -> String {
+    match got {
+        Ok(ToOrchestrator::Hello { version, .. }) if version != PROTOCOL_VERSION => {
+            format!("protocol version {version} (this weft speaks {PROTOCOL_VERSION})")
+        }
+        Ok(ToOrchestrator::Hello { .. }) => "bad token".into(),
+        Ok(other) => format!("a {} message before any Hello (replayed?)", message_kind(&other)),
+        Err(e) => format!("{e}"),
+    }
+}
+
+/// The variant name of a message (never its content: it may hold a token).
+fn message_kind(m: &ToOrchestrator) -> &'static str {
+    match m {
+        ToOrchestrator::Hello { .. } => "Hello",
+        ToOrchestrator::Bound(_) => "Bound",
+        ToOrchestrator::Running => "Running",
+        ToOrchestrator::Report(_) => "Report",
+        ToOrchestrator::CaptureStarted(_) => "CaptureStarted",
+        ToOrchestrator::Failed(_) => "Failed",
+        ToOrchestrator::ClockEcho { .. } => "ClockEcho",
+        ToOrchestrator::Finished(_) => "Finished",
+    }
+}
+
+/// Logs a refused control connection (orchestrator log and `weft status`).
+fn log_refusal(events: &std::sync::Mutex<Vec<String>>, from: std::net::SocketAddr, why: &str) {
+    let msg = format!("refused a control connection from {from}: {why}");
+    eprintln!("weft: {msg}");
+    if let Ok(mut ev) = events.lock() {
+        ev.push(msg);
+    }
 }
 
 /// Orderly stop: asks every node to stop, gives them 3 s, then removes
@@ -1032,6 +1084,8 @@ pub struct Launched {
     pub addrs: Vec<LinkAddrs>,
     /// The plan every process got (process 0's, for a local participant).
     pub identity_plan: ProcessPlan,
+    /// Control connections refused while launching (logged).
+    pub events: Vec<String>,
 }
 
 /// Starts one emu-node per index in `procs`, authenticates each (pinned
@@ -1042,6 +1096,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         None => (FabricIdentity::generate()?, new_token()),
     };
     let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
+    let launch_events = std::sync::Mutex::new(Vec::new());
     // Link datagrams are signed with a secret that travels only in the
     // plans, over the TLS control channel (DESIGN §7).
     let link_secret = LinkSecret::generate().map_err(|_| io("the link secret")(std::io::Error::other("no random source")))?;
@@ -1151,9 +1206,13 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             let logs = tail_logs(dir, max_proc + 1);
             return Err(LiveError::ConnectTimeout(logs));
         };
+        let from = inc.remote_address();
         let Ok(conn) = inc.await else { continue };
-        let Ok((mut tx, mut rx)) = conn.accept_bi().await else { continue };
-        match control::recv::<ToOrchestrator>(&mut rx).await {
+        let Ok(Ok((mut tx, mut rx))) = tokio::time::timeout(control::HELLO_TIMEOUT, conn.accept_bi()).await else {
+            log_refusal(&launch_events, from, "no control stream");
+            continue;
+        };
+        match control::recv_hello(&mut rx).await {
             Ok(ToOrchestrator::Hello { token: t, process, version, pid })
                 if t == token && version == PROTOCOL_VERSION && procs.contains(&process) && !conns.contains_key(&process) =>
             {
@@ -1172,8 +1231,15 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
                 control::send(&mut tx, &ToNode::Plan(Box::new(plan))).await?;
                 conns.insert(process, (conn, tx, rx));
             }
-            _ => {
-                let _ = control::send(&mut tx, &ToNode::Refused("bad token or protocol version".into())).await;
+            got => {
+                let why = match got {
+                    Ok(ToOrchestrator::Hello { process, .. }) if conns.contains_key(&process) => {
+                        format!("process {process} is connected already (a replayed Hello?)")
+                    }
+                    got => refusal_reason(got),
+                };
+                log_refusal(&launch_events, from, &why);
+                let _ = control::send(&mut tx, &ToNode::Refused(why)).await;
                 let _ = tx.finish();
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 conn.close(1u32.into(), b"refused");
@@ -1196,7 +1262,8 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             }
         }
     }
-    Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0) })
+    let events = launch_events.into_inner().unwrap_or_default();
+    Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0), events })
 }
 
 /// emu-nodes that start by themselves (Kubernetes pods, `weft up

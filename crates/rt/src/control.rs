@@ -17,6 +17,12 @@ use weft_wire::ids::LinkId;
 
 /// Largest accepted message.
 pub const MAX_MESSAGE: usize = 64 << 20;
+/// Largest accepted first message (a [`ToOrchestrator::Hello`]): before a
+/// client has shown the token, it may not make the orchestrator allocate
+/// more than this.
+pub const MAX_HELLO: usize = 4 << 10;
+/// How long a new control connection may take to send its Hello.
+pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Protocol version (Hello carries it).
 pub const PROTOCOL_VERSION: u32 = 2;
 
@@ -38,6 +44,9 @@ pub enum ControlError {
     /// Stream write failed.
     #[error("control stream: {0}")]
     Write(#[from] quinn::WriteError),
+    /// No first message in time.
+    #[error("no Hello within {} s", HELLO_TIMEOUT.as_secs())]
+    Timeout,
 }
 
 /// Messages from an emu-node.
@@ -147,10 +156,21 @@ pub async fn send<T: Serialize>(s: &mut quinn::SendStream, msg: &T) -> Result<()
 
 /// Reads one message from a QUIC stream.
 pub async fn recv<T: DeserializeOwned>(r: &mut quinn::RecvStream) -> Result<T, ControlError> {
+    recv_at_most(r, MAX_MESSAGE).await
+}
+
+/// Reads the first message of a new connection: at most [`MAX_HELLO`]
+/// bytes within [`HELLO_TIMEOUT`] (a client that sends nothing, or
+/// announces a huge message, is refused without holding anything).
+pub async fn recv_hello(r: &mut quinn::RecvStream) -> Result<ToOrchestrator, ControlError> {
+    tokio::time::timeout(HELLO_TIMEOUT, recv_at_most(r, MAX_HELLO)).await.map_err(|_| ControlError::Timeout)?
+}
+
+async fn recv_at_most<T: DeserializeOwned>(r: &mut quinn::RecvStream, max: usize) -> Result<T, ControlError> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len).await?;
     let n = u32::from_be_bytes(len) as usize;
-    if n > MAX_MESSAGE {
+    if n > max {
         return Err(ControlError::TooLarge(n));
     }
     let mut body = vec![0u8; n];
