@@ -103,14 +103,7 @@ async fn setup(rate: BitRate, spin_us: u64, max_lag: u64) -> (SchedulerTask, Nod
     let ports = f.nodes[0]
         .ports
         .iter()
-        .map(|p| PortBinding {
-            egress: Egress::Local { peer: sink.frames.clone(), port: PortId(0) },
-            link: p.link,
-            dir: 0,
-            delay: 1000,
-            up: true,
-            capture: None,
-        })
+        .map(|p| PortBinding::new(Egress::Local { peer: sink.frames.clone(), port: PortId(0) }, p.link, 0, 1000))
         .collect();
     let _ = sw_ref.actor.cast(NodeMsg::Bind(ports));
     (task, sw_ref, stats, f)
@@ -380,12 +373,7 @@ async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
     let args = NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone(), inbox: inbox.clone(), max_lag: 0 };
     let (sw_ref, _) = Actor::spawn(None, NodeActor, args).await.expect("switch actor");
     let sw = NodeHandle::new(sw_ref, inbox);
-    let ports = f.nodes[0]
-        .ports
-        .iter()
-        .zip(senders)
-        .map(|(p, r)| PortBinding { egress: Egress::Remote(r), link: p.link, dir: 0, delay: 1000, up: true, capture: None })
-        .collect();
+    let ports = f.nodes[0].ports.iter().zip(senders).map(|(p, r)| PortBinding::new(Egress::Remote(r), p.link, 0, 1000)).collect();
     let _ = sw.actor.cast(NodeMsg::Bind(ports));
     let frames: Vec<BytesMut> = (0..4096).map(|i| frame(&f, 49152 + i as u16)).collect();
     let lost = || table.report().iter().map(|r| r.seq.lost).sum::<u64>();

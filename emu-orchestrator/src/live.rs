@@ -1468,6 +1468,7 @@ pub fn describe_change(c: LinkChange) -> String {
         LinkChange::Up => "up".into(),
         LinkChange::Rate(r) => format!("rate {r}"),
         LinkChange::Delay(d) => format!("delay {}", emu_node::time::format_duration(d)),
+        LinkChange::Loss(ppm) => format!("loss {}%", f64::from(ppm) / 1e4),
     }
 }
 

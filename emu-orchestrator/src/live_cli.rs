@@ -152,7 +152,7 @@ pub struct UpArgs {
 pub struct LinkArgs {
     /// Link name, as in `weft status` (e.g. leaf0-spine1; either order).
     pub link: String,
-    /// down | up | rate <RATE> | rate <P>% (of the topology rate) | delay <DELAY>
+    /// down | up | rate <RATE> | rate <P>% (of the topology rate) | delay <DELAY> | loss <P>% (random loss per direction; 0 ends it)
     #[arg(num_args = 1..=2, required = true)]
     pub change: Vec<String>,
 }
@@ -525,7 +525,8 @@ pub fn link(a: LinkArgs) -> Result<()> {
         }
         ("rate", Some(r)) => LinkChange::Rate(parse_rate(r)?),
         ("delay", Some(d)) => LinkChange::Delay(parse_duration(d)?),
-        _ => bail!("expected `down`, `up`, `rate <RATE|P%>` or `delay <DELAY>`, got `{}`", a.change.join(" ")),
+        ("loss", Some(p)) => LinkChange::Loss(emu_orchestrator::units::parse_probability(p).context("loss")?),
+        _ => bail!("expected `down`, `up`, `rate <RATE|P%>`, `delay <DELAY>` or `loss <P%|P>`, got `{}`", a.change.join(" ")),
     };
     let r = live::request(&live::default_state_dir(), &Request::Link { link: a.link, change })?;
     if !r.ok {

@@ -193,6 +193,8 @@ struct RawEvent {
     link: Spanned<String>,
     action: Spanned<String>,
     rate: Option<Spanned<String>>,
+    /// Of a `loss` event: `1%` or `0.01`.
+    loss: Option<Spanned<String>>,
 }
 
 struct Ctx<'a> {
@@ -402,12 +404,14 @@ fn host_node(kind: HostKind, ip: Ipv4Address, gateway: Ipv4Address) -> NodeKind 
 
 impl Topology {
     /// Adds link events from the command line (`weft run --event`):
-    /// `AT,TARGET,ACTION` with ACTION `down`, `up` or `degrade=RATE`;
+    /// `AT,TARGET,ACTION` with ACTION `down`, `up`, `degrade=RATE` or
+    /// `loss=P` (`1%` or `0.01`);
     /// TARGET a link name (either order of its ends) or a switch name,
     /// which means every link of the switch (a node failure is all its
     /// links failing at once, as the LBSP paper models it).
     pub fn add_event(&mut self, text: &str) -> Result<(), String> {
-        let bad = |why: &str| format!("--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE, e.g. 5ms,edge7_3-agg7_3,down)");
+        let bad =
+            |why: &str| format!("--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE|loss=P, e.g. 5ms,edge7_3-agg7_3,down)");
         let parts: Vec<&str> = text.split(',').map(str::trim).collect();
         let [at, target, action] = parts[..] else { return Err(bad("three comma-separated fields")) };
         let at = parse_duration(at).map_err(|e| bad(&format!("time {e}")))?;
@@ -415,6 +419,7 @@ impl Topology {
             None if action == "down" => LinkAction::Down,
             None if action == "up" => LinkAction::Up,
             Some(("degrade", rate)) => LinkAction::Degrade(parse_rate(rate).map_err(|e| bad(&format!("rate {e}")))?),
+            Some(("loss", p)) => LinkAction::Loss(crate::units::parse_probability(p).map_err(|e| bad(&format!("loss {e}")))?),
             _ => return Err(bad(&format!("unknown action `{action}`"))),
         };
         let f = &mut self.fabric;
@@ -516,13 +521,23 @@ impl Topology {
             let Some(link) = fabric.link_by_name(e.link.get_ref()) else {
                 return cx.err(e.link.span(), format!("event names link `{}`, which does not exist", e.link.get_ref()));
             };
+            if let (Some(l), false) = (&e.loss, e.action.get_ref() == "loss") {
+                return cx.err(l.span(), "only `loss` events take a `loss`");
+            }
             let action = match (e.action.get_ref().as_str(), &e.rate) {
                 ("down", None) => LinkAction::Down,
                 ("up", None) => LinkAction::Up,
                 ("degrade", Some(r)) => LinkAction::Degrade(cx.rate(r)?),
                 ("degrade", None) => return cx.err(ev.span(), "a `degrade` event needs a `rate`"),
-                ("down" | "up", Some(r)) => return cx.err(r.span(), "only `degrade` events take a `rate`"),
-                (other, _) => return cx.err(e.action.span(), format!("unknown link action `{other}` (down, up, degrade)")),
+                ("loss", None) => match &e.loss {
+                    Some(l) => match crate::units::parse_probability(l.get_ref()) {
+                        Ok(ppm) => LinkAction::Loss(ppm),
+                        Err(err) => return cx.err(l.span(), format!("loss {err} (a probability: 1% or 0.01; 0 ends the loss)")),
+                    },
+                    None => return cx.err(ev.span(), "a `loss` event needs a `loss` (e.g. loss = \"1%\")"),
+                },
+                ("down" | "up" | "loss", Some(r)) => return cx.err(r.span(), "only `degrade` events take a `rate`"),
+                (other, _) => return cx.err(e.action.span(), format!("unknown link action `{other}` (down, up, degrade, loss)")),
             };
             fabric.schedule.push(LinkEvent { at, link, action });
         }

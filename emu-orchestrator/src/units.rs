@@ -56,6 +56,21 @@ pub fn parse_rate(s: &str) -> Result<BitRate, UnitError> {
     Ok(BitRate(v.round() as u64))
 }
 
+/// Parses a probability, `1%` or `0.01`, into parts per million (a link's
+/// loss, `weft_core::link_loss`).
+pub fn parse_probability(s: &str) -> Result<u32, UnitError> {
+    let (n, u) = split(s)?;
+    let p = match u {
+        "%" => n / 100.0,
+        "" => n,
+        _ => return Err(UnitError::UnknownUnit(s.into(), u.into(), "% or none (a fraction)")),
+    };
+    if !(0.0..=1.0).contains(&p) {
+        return Err(UnitError::Range(s.into()));
+    }
+    Ok((p * 1e6).round() as u32)
+}
+
 /// Parses a duration into ns.
 pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
     let (n, u) = split(s)?;

@@ -1752,3 +1752,37 @@ fn control_channel_refuses_replayed_oversized_truncated_and_silent_clients_and_l
     assert_eq!(refused, cases.len(), "each refusal logged: {events:?}");
     assert!(s["processes"].as_array().is_some_and(|p| p.iter().all(|p| p["state"] == "running")), "the fabric runs on: {s}");
 }
+
+/// Issue 20, fault injection: `weft link LINK loss P` makes both
+/// directions of a live link lose frames at random (the host's NIC model
+/// toward its ToR, the ToR's port toward the host), counted as such, and
+/// `loss 0` ends it.
+#[test]
+#[ignore = "needs root, /dev/net/tun and ip, ping: scripts/test runs it (as root, --include-ignored)"]
+fn weft_link_loss_drops_that_share_both_ways_and_counts_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "ping"]) {
+        return;
+    }
+    let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "1"]);
+    let ping_loss = |n: usize| -> f64 {
+        let o = f.exec("h0", &["ping", "-n", "-q", "-c", &n.to_string(), "-i", "0.01", "-W", "1", "10.0.0.3"]).output().expect("ping");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let received: f64 =
+            text.split(", ").find(|p| p.ends_with("received")).and_then(|p| p.split(' ').next()?.parse().ok()).unwrap_or(0.0);
+        1.0 - received / n as f64
+    };
+    assert_eq!(ping_loss(20), 0.0, "no loss before");
+    let msg = f.ok(&["link", "h0-leaf0", "loss", "30%"]);
+    assert!(msg.contains("loss 30%"), "{msg}");
+    let lossy = ping_loss(400);
+    // A ping and its reply each cross the link once: 1 - 0.7^2 = 51 %.
+    eprintln!("ping loss with 30 % per direction: {:.1} %", lossy * 100.0);
+    assert!((0.40..0.62).contains(&lossy), "ping loss {lossy}");
+    let up = metric_sum(&f, "weft_tap_link_loss_drops_total", "host=\"h0\"");
+    let down = metric_sum(&f, "weft_actor_link_loss_drops_total", "actor=\"leaf0\"");
+    eprintln!("lost h0->leaf0 {up}, leaf0->h0 {down}");
+    assert!(up > 60.0 && down > 30.0, "both directions lost and counted: {up} {down}");
+    f.ok(&["link", "h0-leaf0", "loss", "0"]);
+    assert_eq!(ping_loss(50), 0.0, "loss 0 ends it");
+}

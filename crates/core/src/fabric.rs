@@ -248,6 +248,9 @@ pub enum LinkAction {
     Up,
     /// The link runs at a lower rate.
     Degrade(BitRate),
+    /// Each direction loses frames at random with this probability, in
+    /// parts per million ([`crate::link_loss`]; 0 ends the loss).
+    Loss(u32),
 }
 
 /// A link event at a time.

@@ -18,6 +18,7 @@
 //!   refused by cause, control packets of the schemes never forged);
 //! - [`fabric`]: the resolved description of a fabric (nodes, ports, links,
 //!   addresses, routes, link events) that drivers instantiate;
+//! - [`link_loss`]: random loss of a link direction (fault injection);
 //! - [`serializer`]: the line-rate serializer of a port;
 //! - [`fct`]: the analytical base and ideal FCT of a flow alone on its path.
 #![forbid(unsafe_code)]
@@ -27,6 +28,7 @@ pub mod edge;
 pub mod fabric;
 pub mod fct;
 pub mod host;
+pub mod link_loss;
 pub mod node;
 pub mod serializer;
 pub mod switch;

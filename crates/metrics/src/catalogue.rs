@@ -134,6 +134,7 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_tap_coalesced_packets_total", C, HOST, "packets", "Of weft_tap_tx_packets_total, packets that coalesce several in-order TCP segments due together (GRO toward the host)."),
     m("weft_tap_coalesced_segments_total", C, HOST, "frames", "The fabric's MTU frames inside weft_tap_coalesced_packets_total."),
     m("weft_tap_rx_ring_drops_total", C, HOST, "frames", "Frames toward a VM host (kind rxe) dropped because its NIC's receive ring was full."),
+    m("weft_tap_link_loss_drops_total", C, HOST, "frames", "Frames of a real host lost at random on its link toward the ToR (link loss probability)."),
     m(
         "weft_tap_rejected_total",
         C,
@@ -148,6 +149,7 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_link_pacing_lag_seconds_total", C, LINK, "seconds", "Sum of how late those frames were; rate(lag) / rate(late) is the mean pacing lag."),
     m("weft_actor_deadline_lag_seconds", H, ACTOR, "seconds", "How late an actor handled its deadlines in real time (frames and timers; 1 µs … 100 ms)."),
     m("weft_actor_link_down_drops_total", C, ACTOR, "frames", "Frames an actor discarded because the link was down."),
+    m("weft_actor_link_loss_drops_total", C, ACTOR, "frames", "Frames an actor's port lost at random because its link has a loss probability (`weft link LINK loss P`, a topology loss event)."),
     m("weft_actor_send_errors_total", C, ACTOR, "frames", "Frames the transport could not send."),
     m(
         "weft_actor_overload_drops_total",

@@ -45,6 +45,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use weft_core::fabric::FabricSpec;
+use weft_core::link_loss::LinkLoss;
 use weft_core::node::Node;
 use weft_core::switch::Transmit;
 use weft_metrics::lag::{LagHistogram, LagSummary};
@@ -161,12 +162,19 @@ pub struct PortBinding {
     pub up: bool,
     /// Capture, if one is running.
     pub capture: Option<CaptureHandle>,
+    /// Random loss of the direction this port sends ([`LinkChange::Loss`]).
+    pub loss: LinkLoss,
 }
 
 impl PortBinding {
+    /// A port sending on direction `dir` of `link` through `egress`, up,
+    /// without loss or capture.
+    pub fn new(egress: Egress, link: LinkId, dir: u8, delay: Nanos) -> Self {
+        PortBinding { egress, link, dir, delay, up: true, capture: None, loss: LinkLoss::new(link.0, dir) }
+    }
     /// An unconnected port.
     pub fn unconnected(link: LinkId) -> Self {
-        PortBinding { egress: Egress::Unconnected, link, dir: 0, delay: 0, up: true, capture: None }
+        PortBinding::new(Egress::Unconnected, link, 0, 0)
     }
 }
 
@@ -232,6 +240,9 @@ pub struct ActorReport {
     pub tx_frames: u64,
     /// Frames dropped at a down link.
     pub link_down_drops: u64,
+    /// Frames lost at random on a link with loss ([`LinkChange::Loss`]).
+    #[serde(default)]
+    pub link_loss_drops: u64,
     /// Frames the transport could not send.
     pub send_errors: u64,
     /// Whether the state machine has no pending deadline.
@@ -353,6 +364,10 @@ impl NodeActorState {
             self.report.link_down_drops += 1;
             return;
         }
+        if p.loss.lose() {
+            self.report.link_loss_drops += 1;
+            return;
+        }
         self.report.tx_frames += 1;
         if let Some(c) = &p.capture {
             if let Ok(mut c) = c.lock() {
@@ -465,6 +480,7 @@ impl Actor for NodeActor {
                             }
                         }
                         LinkChange::Delay(d) => p.delay = d,
+                        LinkChange::Loss(ppm) => p.loss.set(ppm),
                     }
                 }
             }
@@ -493,6 +509,7 @@ impl Actor for NodeActor {
                 }
                 collect::actor_lag(&mut set, &st.name, &st.lag);
                 set.counter("weft_actor_link_down_drops_total", &[("actor", &st.name)], st.report.link_down_drops);
+                set.counter("weft_actor_link_loss_drops_total", &[("actor", &st.name)], st.report.link_loss_drops);
                 set.counter("weft_actor_send_errors_total", &[("actor", &st.name)], st.report.send_errors);
                 set.counter("weft_actor_overload_drops_total", &[("actor", &st.name)], st.report.overload_drops);
                 let _ = reply.send(set);

@@ -615,7 +615,7 @@ impl ProcessRuntime {
                         }
                     }
                 };
-                ports.push(PortBinding { egress, link: p.link, dir, delay: l.delay, up: true, capture: None });
+                ports.push(PortBinding::new(egress, p.link, dir, l.delay));
             }
             let _ = actor.actor.cast(NodeMsg::Bind(ports));
         }
@@ -658,6 +658,7 @@ impl ProcessRuntime {
                 LinkAction::Down => LinkChange::Down,
                 LinkAction::Up => LinkChange::Up,
                 LinkAction::Degrade(r) => LinkChange::Rate(r),
+                LinkAction::Loss(ppm) => LinkChange::Loss(ppm),
             };
             let ends = self.link_ends(ev.link);
             let sched = self.sched.clone();

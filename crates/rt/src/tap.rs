@@ -54,6 +54,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_core::edge::{EdgeGuard, Rejection};
 use weft_core::fabric::HostSpec;
+use weft_core::link_loss::LinkLoss;
 use weft_core::serializer::Serializer;
 use weft_wire::gso::{self, Coalescer, VnetHdr, VNET_HDR_LEN};
 use weft_wire::ids::PortId;
@@ -323,6 +324,8 @@ pub struct TapNic {
     up: bool,
     delay: Nanos,
     queue_ns: Nanos,
+    /// Random loss of the host -> ToR direction.
+    loss: LinkLoss,
 }
 
 /// Counters of a [`TapNic`].
@@ -352,6 +355,8 @@ pub struct TapCounters {
     /// Frames toward a VM host dropped because its NIC's receive ring was
     /// full (the guest took no frames).
     pub rx_ring_drops: AtomicU64,
+    /// Frames lost at random on the host -> ToR direction (link loss).
+    pub loss_drops: AtomicU64,
     /// Frames the edge guard refused, by [`Rejection::index`] (they took
     /// their time on the host's link, then went no further).
     pub rejected: [AtomicU64; Rejection::ALL.len()],
@@ -360,7 +365,12 @@ pub struct TapCounters {
 impl TapNic {
     /// A NIC at `rate` with `delay` to its ToR, queueing at most `queue_ns`.
     pub fn new(rate: BitRate, delay: Nanos, queue_ns: Nanos) -> Self {
-        TapNic { serializer: Serializer::new(rate), up: true, delay, queue_ns }
+        TapNic { serializer: Serializer::new(rate), up: true, delay, queue_ns, loss: LinkLoss::new(u32::MAX, 0) }
+    }
+    /// Whether the frame that just departed is lost on the link
+    /// ([`LinkChange::Loss`]).
+    pub fn lose(&mut self) -> bool {
+        self.loss.lose()
     }
     /// When a frame of `len` bytes sent at `now` reaches the ToR, or `None`
     /// if it is dropped.
@@ -383,6 +393,7 @@ impl TapNic {
             LinkChange::Up => self.up = true,
             LinkChange::Rate(r) => self.serializer.set_rate(now, r),
             LinkChange::Delay(d) => self.delay = d,
+            LinkChange::Loss(ppm) => self.loss.set(ppm),
         }
     }
     /// Whether the link is up.
@@ -441,6 +452,10 @@ pub async fn run_tap_reader<S: HostFrameSource>(
                 c.fetch_add(1, Ordering::Relaxed);
                 return;
             };
+            if g.lose() {
+                counters.loss_drops.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             if let Err(why) = guard.check(seg) {
                 counters.rejected[why.index()].fetch_add(1, Ordering::Relaxed);
                 return;

@@ -11,7 +11,8 @@
 //! time_origin_ns    trace time of simulated 0 (a replayed flow list that
 //!                   starts at 2 s runs shifted by 2 s; flow times are
 //!                   simulated times)
-//! totals            events, packet_hops, host_deliveries, link_down_drops
+//! totals            events, packet_hops, host_deliveries, link_down_drops,
+//!                   link_loss_drops
 //! flows[]           id, src, dst, bytes_sent, bytes_delivered, packets_sent,
 //!                   packets_delivered, drops (= sent - delivered packets),
 //!                   ecn_marks, out_of_order, first_arrival, last_arrival,

@@ -150,6 +150,29 @@ fn events_and_overrides_apply() {
 }
 
 #[test]
+fn loss_events_take_a_probability_and_nothing_else_does() {
+    let ev = |action: &str, extra: &str| format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"{action}\"\n{extra}");
+    let t = Topology::parse("t.toml", &ev("loss", "loss = \"2.5%\"\n")).unwrap();
+    assert_eq!(t.fabric.schedule[0].action, LinkAction::Loss(25_000));
+    let t = Topology::parse("t.toml", &ev("loss", "loss = \"0.001\"\n")).unwrap();
+    assert_eq!(t.fabric.schedule[0].action, LinkAction::Loss(1_000));
+    for (text, want) in [
+        (ev("loss", ""), "needs a `loss`"),
+        (ev("loss", "loss = \"150%\"\n"), "out of range"),
+        (ev("loss", "loss = \"1 Gbps\"\n"), "unknown unit"),
+        (ev("down", "loss = \"1%\"\n"), "only `loss` events take a `loss`"),
+        (ev("loss", "loss = \"1%\"\nrate = \"1Gbps\"\n"), "only `degrade` events take a `rate`"),
+    ] {
+        let e = Topology::parse("t.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(want) && e.contains("t.toml:"), "{e}");
+    }
+    let mut t = Topology::parse("t.toml", LS).unwrap();
+    t.add_event("3ms,leaf0-spine1,loss=1%").unwrap();
+    assert_eq!(t.fabric.schedule[0].action, LinkAction::Loss(10_000));
+    assert!(t.add_event("3ms,leaf0-spine1,loss=x").is_err());
+}
+
+#[test]
 fn explicit_example_plans_addresses_and_placement() {
     let t = Topology::load("explicit-example").unwrap();
     let f = &t.fabric;

@@ -37,6 +37,9 @@ pub enum LinkChange {
     Rate(BitRate),
     /// Sets the one-way propagation delay.
     Delay(Nanos),
+    /// Each direction loses frames at random with this probability, in
+    /// parts per million (0: no loss; `weft_core::link_loss`).
+    Loss(u32),
 }
 
 /// Which transport connects emu-node processes.

@@ -79,6 +79,7 @@ impl MetricsSource {
             set.counter("weft_tap_coalesced_packets_total", &l, c.coalesced_packets.load(Ordering::Relaxed));
             set.counter("weft_tap_coalesced_segments_total", &l, c.coalesced_segments.load(Ordering::Relaxed));
             set.counter("weft_tap_rx_ring_drops_total", &l, c.rx_ring_drops.load(Ordering::Relaxed));
+            set.counter("weft_tap_link_loss_drops_total", &l, c.loss_drops.load(Ordering::Relaxed));
             for why in Rejection::ALL {
                 let lc = [("host", host.as_str()), ("cause", why.label())];
                 set.counter("weft_tap_rejected_total", &lc, c.rejected[why.index()].load(Ordering::Relaxed));

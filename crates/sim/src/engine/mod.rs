@@ -46,6 +46,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent};
+use weft_core::link_loss::LinkLoss;
 use weft_core::node::{build_nodes, Node, NodeConfig, NodeError};
 use weft_core::switch::Transmit;
 use weft_wire::ids::{LinkId, NodeId, PortId};
@@ -77,6 +78,8 @@ struct Channel {
     /// Partition of the receiving node.
     to_part: u32,
     in_flight: VecDeque<(Event, BytesMut)>,
+    /// Random loss of this direction (drawn by the sender's copy only).
+    loss: LinkLoss,
 }
 
 #[derive(Debug, Clone)]
@@ -98,6 +101,15 @@ pub struct EngineTotals {
     pub host_deliveries: u64,
     /// Frames lost because their link was down when sent.
     pub link_down_drops: u64,
+    /// Frames lost at random on a link with a loss event
+    /// ([`weft_core::link_loss`]). Absent from `summary.json` when 0, so a
+    /// run without loss events writes what it wrote before they existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link_loss_drops: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl EngineTotals {
@@ -106,6 +118,7 @@ impl EngineTotals {
         self.packet_hops += o.packet_hops;
         self.host_deliveries += o.host_deliveries;
         self.link_down_drops += o.link_down_drops;
+        self.link_loss_drops += o.link_loss_drops;
     }
 }
 
@@ -226,10 +239,15 @@ impl Part {
         for t in out.drain(..) {
             debug_assert!(t.end >= self.now, "a frame leaves after it is sent");
             let Some(&c) = chans.get(t.port.index()) else { continue };
-            let ch = &self.channels[c as usize];
+            let ch = &mut self.channels[c as usize];
             if !ch.up {
                 self.links[ch.link.index()].drops += 1;
                 self.totals.link_down_drops += 1;
+                continue;
+            }
+            if ch.loss.lose() {
+                self.links[ch.link.index()].drops += 1;
+                self.totals.link_loss_drops += 1;
                 continue;
             }
             let ev = Event { at: t.end + ch.delay, tag: (l.channel_base + c as u64) << GEN_BITS };
@@ -325,6 +343,12 @@ impl Part {
                 l.rate = l.nominal_rate;
             }
             LinkAction::Degrade(r) => l.rate = r,
+            LinkAction::Loss(ppm) => {
+                for ch in self.channels.iter_mut().filter(|c| c.link == le.link) {
+                    ch.loss.set(ppm);
+                }
+                return;
+            }
         }
         let (up, rate) = (l.up, l.rate);
         for ch in self.channels.iter_mut().filter(|c| c.link == le.link) {
@@ -439,11 +463,13 @@ impl Engine {
         let channel_of = fabric
             .nodes
             .iter()
-            .map(|node| {
+            .enumerate()
+            .map(|(i, node)| {
                 node.ports
                     .iter()
                     .map(|p| {
                         let delay = fabric.links.get(p.link.index()).map_or(0, |l| l.delay);
+                        let dir = u8::from(fabric.links.get(p.link.index()).is_some_and(|l| l.a.0 .0 != i as u32));
                         let to_part = place.get(p.peer.index()).map_or(0, |pl| pl.0);
                         channels.push(Channel {
                             to: (p.peer, p.peer_port),
@@ -452,6 +478,7 @@ impl Engine {
                             delay,
                             to_part,
                             in_flight: VecDeque::new(),
+                            loss: LinkLoss::new(p.link.0, dir),
                         });
                         (channels.len() - 1) as u32
                     })
