@@ -60,14 +60,7 @@ fn a_frame_later_than_max_lag_is_dropped_and_counted_and_a_timely_one_is_forward
         let ports = f.nodes[0]
             .ports
             .iter()
-            .map(|p| PortBinding {
-                egress: Egress::Local { peer: sink.frames.clone(), port: PortId(0) },
-                link: p.link,
-                dir: 0,
-                delay: 1000,
-                up: true,
-                capture: None,
-            })
+            .map(|p| PortBinding::new(Egress::Local { peer: sink.frames.clone(), port: PortId(0) }, p.link, 0, 1000))
             .collect();
         let _ = sw.actor.cast(NodeMsg::Bind(ports));
         let frame = weft_testkit::leaf_pair_udp_frame(&f, 50000, 4791, 1500);
