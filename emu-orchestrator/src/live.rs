@@ -478,6 +478,14 @@ pub enum Request {
         /// Change.
         change: LinkChange,
     },
+    /// Flap a link: down for `period_ns`, up for `period_ns`, again and
+    /// again, until the next change of the link (0: stop flapping, up).
+    LinkFlap {
+        /// Link name.
+        link: String,
+        /// Half the cycle, ns (0 stops).
+        period_ns: u64,
+    },
     /// Set a link's rate to a percentage of its topology rate.
     LinkRatePercent {
         /// Link name.
@@ -560,6 +568,8 @@ struct Live {
     nodes: BTreeMap<u32, Arc<NodeConn>>,
     events: Arc<Mutex<Vec<String>>>,
     dir: PathBuf,
+    /// Links flapping now (`weft link LINK flap PERIOD`), by link.
+    flaps: Mutex<BTreeMap<LinkId, tokio::task::JoinHandle<()>>>,
 }
 
 /// What `weft up` prints once the fabric runs.
@@ -797,6 +807,7 @@ async fn run_fabric(
         fabric,
         events: Arc::new(Mutex::new(launched_events)),
         dir: dir.clone(),
+        flaps: Mutex::default(),
     });
     let sock = socket_file(&dir);
     let _ = std::fs::remove_file(&sock);
@@ -997,6 +1008,11 @@ fn log_refusal(events: &std::sync::Mutex<Vec<String>>, from: std::net::SocketAdd
 /// Orderly stop: asks every node to stop, gives them 3 s, then removes
 /// what is left (processes, namespaces) and the state file.
 async fn stop_nodes(live: &Live, state: &FabricState) {
+    if let Ok(mut f) = live.flaps.lock() {
+        for (_, t) in std::mem::take(&mut *f) {
+            t.abort();
+        }
+    }
     for n in live.nodes.values() {
         let mut tx = n.tx.lock().await;
         let _ = control::send(&mut tx, &ToNode::Stop).await;
@@ -1388,27 +1404,82 @@ fn reversed(name: &str) -> String {
 
 /// `weft link`: a change, or (`Err(percent)`) a rate as a percentage of
 /// the link's topology rate, sent to the emu-nodes of both ends.
-async fn set_link(f: &FabricSpec, live: &Live, link: String, change: Result<LinkChange, f64>) -> Response {
-    let Some(id) = link_by_name(f, &link) else {
+/// Stops the flapping of link `id`, if it flaps; whether it did.
+fn stop_flapping(live: &Live, id: LinkId) -> bool {
+    let task = live.flaps.lock().ok().and_then(|mut f| f.remove(&id));
+    task.map(|t| t.abort()).is_some()
+}
+
+/// `weft link LINK flap PERIOD`: a task that takes the link down and up
+/// every `period_ns` until stopped ([`stop_flapping`]).
+async fn flap_link(live: &Arc<Live>, link: String, period_ns: u64) -> Response {
+    let Some(id) = link_by_name(&live.fabric, &link) else {
         return fail(format!("no link `{link}` (see `weft status` for the names)"));
     };
-    let l = &f.links[id.index()];
-    let change = change.unwrap_or_else(|percent| {
-        LinkChange::Rate(emu_node::time::BitRate(((l.rate.bps() as f64) * percent / 100.0).round().max(1.0) as u64))
+    let name = live.fabric.links[id.index()].name.clone();
+    let was = stop_flapping(live, id);
+    if period_ns == 0 {
+        let r = set_link(&live.fabric, live, link, Ok(LinkChange::Up)).await;
+        return if r.ok { ok(format!("{name}: {} (up)", if was { "flapping stopped" } else { "was not flapping" })) } else { r };
+    }
+    let period = Duration::from_nanos(period_ns);
+    let l2 = live.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            for change in [LinkChange::Down, LinkChange::Up] {
+                let r = push_link_change(&l2, id, change).await;
+                if let Err(e) = r {
+                    if let Ok(mut ev) = l2.events.lock() {
+                        ev.push(format!("flapping of {} stopped: {e}", l2.fabric.links[id.index()].name));
+                    }
+                    return;
+                }
+                tokio::time::sleep(period).await;
+            }
+        }
     });
+    if let Ok(mut f) = live.flaps.lock() {
+        f.insert(id, task);
+    }
+    let msg =
+        format!("{name}: flapping, down {0} then up {0}, until the next change of the link", emu_node::time::format_duration(period_ns));
+    if let Ok(mut ev) = live.events.lock() {
+        ev.push(msg.clone());
+    }
+    ok(msg)
+}
+
+/// Sends `change` of link `id` to the processes that hold its ends.
+async fn push_link_change(live: &Live, id: LinkId, change: LinkChange) -> Result<(), String> {
+    let f = &live.fabric;
+    let l = &f.links[id.index()];
     let procs: std::collections::BTreeSet<u32> = [l.a.0, l.b.0].iter().map(|n| f.nodes[n.index()].placement).collect();
     for p in procs {
         if let Some(n) = live.nodes.get(&p) {
             let mut tx = n.tx.lock().await;
-            if let Err(e) = control::send(&mut tx, &ToNode::SetLink { link: id, change }).await {
-                return fail(format!("emu-node {p}: {e}"));
-            }
+            control::send(&mut tx, &ToNode::SetLink { link: id, change }).await.map_err(|e| format!("emu-node {p}: {e}"))?;
         }
+    }
+    Ok(())
+}
+
+async fn set_link(f: &FabricSpec, live: &Live, link: String, change: Result<LinkChange, f64>) -> Response {
+    let Some(id) = link_by_name(f, &link) else {
+        return fail(format!("no link `{link}` (see `weft status` for the names)"));
+    };
+    // Any other change of a flapping link ends the flapping.
+    stop_flapping(live, id);
+    let l = &f.links[id.index()];
+    let change = change.unwrap_or_else(|percent| {
+        LinkChange::Rate(emu_node::time::BitRate(((l.rate.bps() as f64) * percent / 100.0).round().max(1.0) as u64))
+    });
+    if let Err(e) = push_link_change(live, id, change).await {
+        return fail(e);
     }
     ok(format!("{}: {}", l.name, describe_change(change)))
 }
 
-async fn handle(live: &Live, req: Request) -> Response {
+async fn handle(live: &Arc<Live>, req: Request) -> Response {
     let f = &live.fabric;
     match req {
         Request::Status => {
@@ -1435,6 +1506,7 @@ async fn handle(live: &Live, req: Request) -> Response {
         }
         Request::Link { link, change } => set_link(f, live, link, Ok(change)).await,
         Request::LinkRatePercent { link, percent } => set_link(f, live, link, Err(percent)).await,
+        Request::LinkFlap { link, period_ns } => flap_link(live, link, period_ns).await,
         Request::Capture { link, path, count } => {
             let Some(id) = link_by_name(f, &link) else {
                 return fail(format!("no link `{link}` (see `weft status` for the names)"));

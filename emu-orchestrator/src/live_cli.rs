@@ -152,7 +152,7 @@ pub struct UpArgs {
 pub struct LinkArgs {
     /// Link name, as in `weft status` (e.g. leaf0-spine1; either order).
     pub link: String,
-    /// down | up | rate <RATE> | rate <P>% (of the topology rate) | delay <DELAY> | loss <P>% (random loss per direction; 0 ends it)
+    /// down | up | rate <RATE> | rate <P>% (of the topology rate) | delay <DELAY> | loss <P>% (random loss per direction; 0 ends it) | flap <PERIOD> (down PERIOD, up PERIOD, ... until the next change; `flap off` ends it)
     #[arg(num_args = 1..=2, required = true)]
     pub change: Vec<String>,
 }
@@ -526,7 +526,22 @@ pub fn link(a: LinkArgs) -> Result<()> {
         ("rate", Some(r)) => LinkChange::Rate(parse_rate(r)?),
         ("delay", Some(d)) => LinkChange::Delay(parse_duration(d)?),
         ("loss", Some(p)) => LinkChange::Loss(emu_orchestrator::units::parse_probability(p).context("loss")?),
-        _ => bail!("expected `down`, `up`, `rate <RATE|P%>`, `delay <DELAY>` or `loss <P%|P>`, got `{}`", a.change.join(" ")),
+        ("flap", Some(p)) => {
+            let period_ns = if p == "off" { 0 } else { parse_duration(p)? };
+            if period_ns != 0 && period_ns < 1_000_000 {
+                bail!("flap {p}: the period must be at least 1ms (or `off`)");
+            }
+            let r = live::request(&live::default_state_dir(), &Request::LinkFlap { link: a.link, period_ns })?;
+            if !r.ok {
+                bail!("{}", r.message);
+            }
+            println!("{}", r.message);
+            return Ok(());
+        }
+        _ => bail!(
+            "expected `down`, `up`, `rate <RATE|P%>`, `delay <DELAY>`, `loss <P%|P>` or `flap <PERIOD|off>`, got `{}`",
+            a.change.join(" ")
+        ),
     };
     let r = live::request(&live::default_state_dir(), &Request::Link { link: a.link, change })?;
     if !r.ok {

@@ -78,7 +78,7 @@ enum Command {
     },
     /// Change a link of the live fabric.
     #[command(
-        after_help = "Examples:\n  weft link leaf0-spine1 down\n  weft link leaf0-spine1 up\n  weft link h0-leaf0 rate 100Mbps\n  weft link edge0_0-agg0_1 rate 10%       # of its topology rate\n  weft link leaf1-spine0 delay 200us\n  weft link leaf0-spine2 loss 1%          # each direction loses 1 % of its frames at random\n  weft link leaf0-spine2 loss 0"
+        after_help = "Examples:\n  weft link leaf0-spine1 down\n  weft link leaf0-spine1 up\n  weft link h0-leaf0 rate 100Mbps\n  weft link edge0_0-agg0_1 rate 10%       # of its topology rate\n  weft link leaf1-spine0 delay 200us\n  weft link leaf0-spine2 loss 1%          # each direction loses 1 % of its frames at random\n  weft link leaf0-spine2 loss 0\n  weft link leaf0-spine3 flap 500ms        # down 500 ms, up 500 ms, ... until `flap off` or another change"
     )]
     Link(live_cli::LinkArgs),
     /// Stop the live fabric (also removes what a killed `weft up` left).

@@ -195,6 +195,10 @@ struct RawEvent {
     rate: Option<Spanned<String>>,
     /// Of a `loss` event: `1%` or `0.01`.
     loss: Option<Spanned<String>>,
+    /// Of a `flap` event: down this long, up this long, ...
+    period: Option<Spanned<String>>,
+    /// Of a `flap` event: when the flapping ends (the link up).
+    until: Option<Spanned<String>>,
 }
 
 struct Ctx<'a> {
@@ -402,16 +406,39 @@ fn host_node(kind: HostKind, ip: Ipv4Address, gateway: Ipv4Address) -> NodeKind 
     NodeKind::Host(HostSpec { kind, ip, prefix_len: 24, mac: host_mac(ip), gateway })
 }
 
+/// Most link events one `flap` may expand into.
+const MAX_FLAP_EVENTS: u64 = 100_000;
+
+/// A flapping link as events: down at `at`, up at `at + period`, down
+/// again at `at + 2 period`, ..., and up at `until`.
+fn flap_events(at: Nanos, period: Nanos, until: Nanos, link: LinkId) -> Result<Vec<LinkEvent>, String> {
+    if period == 0 || until <= at {
+        return Err("a flap needs a period above 0 and an end after its start".into());
+    }
+    let n = (until - at).div_ceil(period);
+    if n > MAX_FLAP_EVENTS {
+        return Err(format!("a flap of {n} changes: at most {MAX_FLAP_EVENTS} (a longer period or an earlier end)"));
+    }
+    let mut v: Vec<LinkEvent> = (0..n)
+        .map(|i| LinkEvent { at: at + i * period, link, action: if i % 2 == 0 { LinkAction::Down } else { LinkAction::Up } })
+        .collect();
+    v.push(LinkEvent { at: until, link, action: LinkAction::Up });
+    Ok(v)
+}
+
 impl Topology {
     /// Adds link events from the command line (`weft run --event`):
-    /// `AT,TARGET,ACTION` with ACTION `down`, `up`, `degrade=RATE` or
-    /// `loss=P` (`1%` or `0.01`);
+    /// `AT,TARGET,ACTION` with ACTION `down`, `up`, `degrade=RATE`,
+    /// `loss=P` (`1%` or `0.01`) or `flap=PERIOD:UNTIL` (a link only);
     /// TARGET a link name (either order of its ends) or a switch name,
     /// which means every link of the switch (a node failure is all its
     /// links failing at once, as the LBSP paper models it).
     pub fn add_event(&mut self, text: &str) -> Result<(), String> {
-        let bad =
-            |why: &str| format!("--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE|loss=P, e.g. 5ms,edge7_3-agg7_3,down)");
+        let bad = |why: &str| {
+            format!(
+                "--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE|loss=P|flap=PERIOD:UNTIL, e.g. 5ms,edge7_3-agg7_3,down)"
+            )
+        };
         let parts: Vec<&str> = text.split(',').map(str::trim).collect();
         let [at, target, action] = parts[..] else { return Err(bad("three comma-separated fields")) };
         let at = parse_duration(at).map_err(|e| bad(&format!("time {e}")))?;
@@ -420,6 +447,16 @@ impl Topology {
             None if action == "up" => LinkAction::Up,
             Some(("degrade", rate)) => LinkAction::Degrade(parse_rate(rate).map_err(|e| bad(&format!("rate {e}")))?),
             Some(("loss", p)) => LinkAction::Loss(crate::units::parse_probability(p).map_err(|e| bad(&format!("loss {e}")))?),
+            Some(("flap", spec)) => {
+                let Some((p, u)) = spec.split_once(':') else { return Err(bad("flap=PERIOD:UNTIL, e.g. flap=1ms:10ms")) };
+                let p = parse_duration(p).map_err(|e| bad(&format!("flap period {e}")))?;
+                let u = parse_duration(u).map_err(|e| bad(&format!("flap end {e}")))?;
+                let f = &mut self.fabric;
+                let Some(link) = f.link_by_name(target) else { return Err(bad(&format!("no link named `{target}` (flap takes a link)"))) };
+                f.schedule.extend(flap_events(at, p, u, link).map_err(|why| bad(&why))?);
+                f.schedule.sort_by_key(|e| e.at);
+                return Ok(());
+            }
             _ => return Err(bad(&format!("unknown action `{action}`"))),
         };
         let f = &mut self.fabric;
@@ -524,6 +561,20 @@ impl Topology {
             if let (Some(l), false) = (&e.loss, e.action.get_ref() == "loss") {
                 return cx.err(l.span(), "only `loss` events take a `loss`");
             }
+            if e.action.get_ref() == "flap" {
+                let (Some(period), Some(until)) = (&e.period, &e.until) else {
+                    return cx.err(ev.span(), "a `flap` event needs a `period` and an `until` (e.g. period = \"1ms\", until = \"10ms\")");
+                };
+                let (p, u) = (cx.duration(period)?, cx.duration(until)?);
+                match flap_events(at, p, u, link) {
+                    Ok(evs) => fabric.schedule.extend(evs),
+                    Err(why) => return cx.err(ev.span(), why),
+                }
+                continue;
+            }
+            if let Some(x) = e.period.as_ref().or(e.until.as_ref()) {
+                return cx.err(x.span(), "only `flap` events take a `period` and an `until`");
+            }
             let action = match (e.action.get_ref().as_str(), &e.rate) {
                 ("down", None) => LinkAction::Down,
                 ("up", None) => LinkAction::Up,
@@ -537,7 +588,7 @@ impl Topology {
                     None => return cx.err(ev.span(), "a `loss` event needs a `loss` (e.g. loss = \"1%\")"),
                 },
                 ("down" | "up" | "loss", Some(r)) => return cx.err(r.span(), "only `degrade` events take a `rate`"),
-                (other, _) => return cx.err(e.action.span(), format!("unknown link action `{other}` (down, up, degrade, loss)")),
+                (other, _) => return cx.err(e.action.span(), format!("unknown link action `{other}` (down, up, degrade, loss, flap)")),
             };
             fabric.schedule.push(LinkEvent { at, link, action });
         }

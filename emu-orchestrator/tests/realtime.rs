@@ -1786,3 +1786,36 @@ fn weft_link_loss_drops_that_share_both_ways_and_counts_it() {
     f.ok(&["link", "h0-leaf0", "loss", "0"]);
     assert_eq!(ping_loss(50), 0.0, "loss 0 ends it");
 }
+
+/// Issue 20, fault injection: `weft link LINK flap PERIOD` takes a live
+/// link down and up every PERIOD (pings through it are lost about half the
+/// time), says so in `weft status`, and `flap off` leaves it up.
+#[test]
+#[ignore = "needs root, /dev/net/tun and ip, ping: scripts/test runs it (as root, --include-ignored)"]
+fn weft_link_flap_takes_a_link_down_and_up_until_told_to_stop() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "ping"]) {
+        return;
+    }
+    let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "1"]);
+    let ping_loss = |n: usize| -> f64 {
+        let o = f.exec("h0", &["ping", "-n", "-q", "-c", &n.to_string(), "-i", "0.01", "-W", "1", "10.0.0.3"]).output().expect("ping");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let received: f64 =
+            text.split(", ").find(|p| p.ends_with("received")).and_then(|p| p.split(' ').next()?.parse().ok()).unwrap_or(0.0);
+        1.0 - received / n as f64
+    };
+    let msg = f.ok(&["link", "h0-leaf0", "flap", "200ms"]);
+    assert!(msg.contains("flapping"), "{msg}");
+    // 300 pings 10 ms apart: 3 s, 7-8 flaps.
+    let lossy = ping_loss(300);
+    eprintln!("ping loss through a link flapping every 200 ms: {:.1} %", lossy * 100.0);
+    assert!((0.3..0.7).contains(&lossy), "about half lost: {lossy}");
+    let events = f.status()["events"].to_string();
+    assert!(events.contains("h0-leaf0: flapping"), "{events}");
+    let off = f.ok(&["link", "h0-leaf0", "flap", "off"]);
+    assert!(off.contains("flapping stopped"), "{off}");
+    assert_eq!(ping_loss(50), 0.0, "up for good after `flap off`");
+    let o = f.run(&["link", "h0-leaf0", "flap", "10us"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("at least 1ms"));
+}

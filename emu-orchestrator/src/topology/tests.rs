@@ -173,6 +173,23 @@ fn loss_events_take_a_probability_and_nothing_else_does() {
 }
 
 #[test]
+fn a_flap_event_expands_to_downs_and_ups_ending_up() {
+    let text = format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"flap\"\nperiod = \"2ms\"\nuntil = \"8ms\"\n");
+    let t = Topology::parse("t.toml", &text).unwrap();
+    let got: Vec<_> = t.fabric.schedule.iter().map(|e| (e.at / 1_000_000, e.action)).collect();
+    use LinkAction::{Down, Up};
+    assert_eq!(got, vec![(1, Down), (3, Up), (5, Down), (7, Up), (8, Up)]);
+    let bad = format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"flap\"\nperiod = \"1ns\"\nuntil = \"1s\"\n");
+    assert!(Topology::parse("t.toml", &bad).unwrap_err().to_string().contains("at most 100000"));
+    let missing = format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"flap\"\n");
+    assert!(Topology::parse("t.toml", &missing).unwrap_err().to_string().contains("needs a `period` and an `until`"));
+    let mut t = Topology::parse("t.toml", LS).unwrap();
+    t.add_event("0ms,leaf0-spine1,flap=1ms:3ms").unwrap();
+    assert_eq!(t.fabric.schedule.len(), 4);
+    assert!(t.add_event("0ms,leaf0,flap=1ms:3ms").is_err(), "a switch cannot flap");
+}
+
+#[test]
 fn explicit_example_plans_addresses_and_placement() {
     let t = Topology::load("explicit-example").unwrap();
     let f = &t.fabric;

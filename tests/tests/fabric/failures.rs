@@ -98,12 +98,14 @@ fn a_lossy_link_loses_its_share_of_frames_the_same_in_every_run() {
     assert_eq!(a.totals.link_down_drops, 0);
 }
 
-/// Issue 20: every scheme keeps delivering over lossy links: with 1 %
-/// random loss on two fabric links (both directions), every flow of a
+/// Issue 20: every scheme keeps delivering through injected faults: with
+/// 1 % random loss on two fabric links (both directions), and with one
+/// fabric link flapping (down 1 ms, up 1 ms, for 30 ms), every flow of a
 /// WebSearch workload completes over TCP and over RoCE with IRN (the
-/// transports recover; no scheme's state is wedged by lost frames).
+/// transports recover; no scheme's state is wedged by lost frames or a
+/// port that comes and goes).
 #[test]
-fn every_scheme_delivers_every_flow_over_lossy_links() {
+fn every_scheme_delivers_every_flow_through_lossy_and_flapping_links() {
     use emu_orchestrator::experiment::{Transport, WorkloadOptions};
     let cdf = emu_node::workload::FlowSizeCdf::named("websearch").expect("shipped workload");
     let runs: &[(&str, &str, [&str; 2])] = &[
@@ -118,24 +120,33 @@ fn every_scheme_delivers_every_flow_over_lossy_links() {
         ("lbsp", "fat-tree-k4", ["edge0_0-agg0_0", "agg1_1-core3"]),
     ];
     for (scheme, topology, links) in runs {
-        let mut topo = emu_orchestrator::topology::Topology::load(topology).expect("shipped topology");
-        for l in links {
-            topo.add_event(&format!("0ms,{l},loss=1%")).expect("loss event");
-        }
-        for transport in [Transport::Tcp, Transport::RoceIrn] {
-            let opts = RunOptions {
-                scheme: Some(scheme.to_string()),
-                transport,
-                seed: 5,
-                workload: Some(WorkloadOptions { cdf: cdf.clone(), load: 0.3, flows: Some(150), duration: u64::MAX }),
-                ..RunOptions::default()
-            };
-            let s = emu_orchestrator::experiment::run(&topo, &opts, &mut |_, _| {}).expect("run").summary;
-            let done = s.flows.iter().filter(|f| f.fct.is_some()).count();
-            let retx: u64 = s.flows.iter().map(|f| f.retransmits).sum();
-            eprintln!("{scheme} {transport:?}: {done}/150 flows, {} frames lost at random, {retx} retransmits", s.totals.link_loss_drops);
-            assert!(s.totals.link_loss_drops > 0, "{scheme} {transport:?}: the links lost frames");
-            assert_eq!(done, s.flows.len(), "{scheme} {transport:?}: every flow completes");
+        for fault in ["loss", "flap"] {
+            let mut topo = emu_orchestrator::topology::Topology::load(topology).expect("shipped topology");
+            match fault {
+                "loss" => links.iter().for_each(|l| topo.add_event(&format!("0ms,{l},loss=1%")).expect("loss event")),
+                _ => topo.add_event(&format!("0ms,{},flap=1ms:30ms", links[0])).expect("flap event"),
+            }
+            for transport in [Transport::Tcp, Transport::RoceIrn] {
+                let opts = RunOptions {
+                    scheme: Some(scheme.to_string()),
+                    transport,
+                    seed: 5,
+                    workload: Some(WorkloadOptions { cdf: cdf.clone(), load: 0.3, flows: Some(150), duration: u64::MAX }),
+                    ..RunOptions::default()
+                };
+                let s = emu_orchestrator::experiment::run(&topo, &opts, &mut |_, _| {}).expect("run").summary;
+                let done = s.flows.iter().filter(|f| f.fct.is_some()).count();
+                let retx: u64 = s.flows.iter().map(|f| f.retransmits).sum();
+                let lost: u64 = s.flows.iter().map(|f| f.drops).sum();
+                eprintln!(
+                    "{scheme} {transport:?} {fault}: {done}/150 flows, {} frames lost at random, {lost} lost in all, {retx} retransmits",
+                    s.totals.link_loss_drops
+                );
+                if fault == "loss" {
+                    assert!(s.totals.link_loss_drops > 0, "{scheme} {transport:?}: the links lost frames");
+                }
+                assert_eq!(done, s.flows.len(), "{scheme} {transport:?} {fault}: every flow completes");
+            }
         }
     }
 }
