@@ -72,13 +72,13 @@ impl RemoteSender {
         match &self.inner.path {
             Path::Udp { socket, peer } => {
                 h.emit(frame, buf);
-                self.inner.key.sign(buf);
+                self.inner.key.seal(buf);
                 socket.try_send_to(buf, *peer)?;
             }
             Path::Quic(c) => {
                 let mut v = Vec::new();
                 h.emit(frame, &mut v);
-                self.inner.key.sign(&mut v);
+                self.inner.key.seal(&mut v);
                 c.send_datagram(Bytes::from(v))?;
             }
         }
@@ -99,7 +99,7 @@ impl RemoteSender {
                 let key = &self.inner.key;
                 match batch.push(socket, *peer, |buf| {
                     h.emit(frame, buf);
-                    key.sign(buf);
+                    key.seal(buf);
                 }) {
                     0 => Ok(()),
                     _ => Err(SendError::Udp(std::io::ErrorKind::WouldBlock.into())),
@@ -274,9 +274,9 @@ impl InboundTable {
     pub fn insert(&mut self, link: u32, dir: u8, inbox: InboxSender, port: PortId) {
         self.map.insert((link, dir), Inbound { inbox, port, seq: Mutex::default(), late: Default::default() });
     }
-    /// Handles one received datagram: header, fabric tag, link tag (of the
-    /// whole datagram), link, replay, then delivery when due.
-    pub fn deliver(&self, sched: &DeadlineScheduler, datagram: &[u8]) {
+    /// Handles one received datagram: header, fabric tag, the seal (opened
+    /// in place), link, replay, then delivery when due.
+    pub fn deliver(&self, sched: &DeadlineScheduler, datagram: &mut [u8]) {
         let Ok((h, _)) = LinkHeader::parse(datagram) else {
             self.malformed.fetch_add(1, Ordering::Relaxed);
             return;
@@ -285,7 +285,7 @@ impl InboundTable {
             self.foreign.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let Some(body) = self.key.as_ref().and_then(|k| k.verify(datagram)) else {
+        let Some(body) = self.key.as_ref().and_then(|k| k.open(datagram)) else {
             self.forged.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -357,14 +357,15 @@ impl InboundTable {
 pub async fn run_udp_receiver(socket: Arc<tokio::net::UdpSocket>, table: Arc<InboundTable>, sched: DeadlineScheduler) {
     let mut buf = vec![0u8; 65536];
     while let Ok((n, _)) = socket.recv_from(&mut buf).await {
-        table.deliver(&sched, &buf[..n]);
+        table.deliver(&sched, &mut buf[..n]);
     }
 }
 
 /// Receives datagrams on a QUIC connection until it closes.
 pub async fn run_quic_receiver(conn: quinn::Connection, table: Arc<InboundTable>, sched: DeadlineScheduler) {
     while let Ok(d) = conn.read_datagram().await {
-        table.deliver(&sched, &d);
+        // quinn's datagrams are shared buffers: opened in a copy.
+        table.deliver(&sched, &mut d.to_vec());
     }
 }
 
@@ -391,7 +392,7 @@ mod tests {
         let mut buf = vec![0u8; 2048];
         for (i, f) in frames.iter().enumerate() {
             let n = rx.recv(&mut buf).await.unwrap();
-            let (h, frame) = LinkHeader::parse(key.verify(&buf[..n]).unwrap()).unwrap();
+            let (h, frame) = LinkHeader::parse(key.open(&mut buf[..n]).unwrap()).unwrap();
             assert_eq!((h.fabric, h.link, h.dir, h.seq), (7, 3, 1, i as u64));
             assert_eq!(frame, &f[..]);
         }
@@ -399,7 +400,7 @@ mod tests {
         sender.send_batched(LinkHeader { dir: 0, fabric: 0, link: 1, seq: 0, due: 5 }, &[9u8; 64], &mut batch).unwrap();
         assert_eq!(batch.flush(), 0);
         let n = rx.recv(&mut buf).await.unwrap();
-        assert_eq!(LinkHeader::parse(key.verify(&buf[..n]).unwrap()).unwrap().1, &[9u8; 64][..]);
+        assert_eq!(LinkHeader::parse(key.open(&mut buf[..n]).unwrap()).unwrap().1, &[9u8; 64][..]);
     }
 
     /// Issue 20: a datagram with the fabric's tag but a forged MAC, one
@@ -450,7 +451,7 @@ mod tests {
         attacker.send_to(&seq_bumped, to).await.unwrap();
         let mut other = Vec::new();
         LinkHeader { dir: 0, fabric: 9, link: 4, seq: 50, due: 0 }.emit(&frame, &mut other);
-        LinkKey::new(&LinkSecret([6; 32])).sign(&mut other);
+        LinkKey::new(&LinkSecret([6; 32])).seal(&mut other);
         attacker.send_to(&other, to).await.unwrap(); // another fabric's key
         attacker.send_to(&captured[..HEADER_LEN + 3], to).await.unwrap(); // truncated
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
