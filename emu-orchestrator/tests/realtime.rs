@@ -590,54 +590,40 @@ fn weft_capture_of_a_live_link_is_read_by_tshark_with_bth_fields() {
         return;
     }
     let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "2"]);
-    let pcap = f.dir.join("live.pcap");
-    let out = f.ok(&["capture", "h0-leaf0", "--pcap", pcap.to_str().unwrap(), "--count", "6"]);
-    assert!(out.contains("capturing 6 frames of h0-leaf0"), "{out}");
-    // RoCEv2 SEND Only (BTH opcode 4, dest QP 0x11, PSN 5) from inside h0,
-    // with bash's /dev/udp: UDP port 4791 decodes as InfiniBand in tshark.
-    for _ in 0..3 {
-        let o = f
-            .exec(
-                "h0",
-                &[
-                    "bash",
-                    "-c",
-                    r#"printf '\x04\x00\xff\xff\x00\x00\x00\x11\x80\x00\x00\x05ABCDEFGHIJKLMNOP\x00\x00\x00\x00' > /dev/udp/10.0.1.2/4791"#,
-                ],
-            )
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let until = Instant::now() + Duration::from_secs(5);
-    let mut rows = Vec::new();
-    while Instant::now() < until {
-        let t = Command::new("tshark")
-            .arg("-r")
-            .arg(&pcap)
-            .args([
-                "-Y",
-                "infiniband",
-                "-T",
-                "fields",
-                "-e",
-                "infiniband.bth.opcode",
-                "-e",
-                "infiniband.bth.destqp",
-                "-e",
-                "infiniband.bth.psn",
-            ])
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        rows = String::from_utf8_lossy(&t.stdout).lines().map(str::to_string).collect();
-        if rows.len() >= 3 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(rows.len() >= 3 && rows.iter().all(|r| r == "4\t0x000011\t5"), "tshark BTH fields: {rows:?}");
+    // Outside the state directory, which `weft down` cleans.
+    let pcap = std::env::temp_dir().join(format!("{}live.pcap", f.prefix));
+    let out = f.ok(&["capture", "h0-leaf0", "--pcap", pcap.to_str().unwrap(), "--count", "40"]);
+    assert!(out.contains("capturing 40 frames of h0-leaf0"), "{out}");
+    // RoCEv2 WRITE Middle (BTH opcode 7, dest QP 0x11, PSN 7) with a valid
+    // ICRC from inside h0 (the edge refuses a bad one), three times:
+    // UDP port 4791 decodes as InfiniBand in tshark.
+    let sent = hostile_host(&f, "h0", "10.0.1.2", &["--benign", "--repeat", "3"]);
+    assert_eq!(sent["sent"]["benign"].as_u64(), Some(9), "{sent}");
     assert!(f.run(&["capture", "no-such-link", "--pcap", "/tmp/x.pcap"]).status.code() == Some(1), "an unknown link is an error");
+    // Fewer than 40 frames crossed the link: `weft down` closes the pcap.
+    std::thread::sleep(Duration::from_millis(500));
+    f.ok(&["down"]);
+    let t = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args([
+            "-Y",
+            "infiniband",
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "infiniband.bth.psn",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&pcap);
+    let rows: Vec<String> = String::from_utf8_lossy(&t.stdout).lines().map(str::to_string).collect();
+    assert!(rows.len() >= 3 && rows.iter().all(|r| r == "7\t0x000011\t7"), "tshark BTH fields: {rows:?}");
 }
 
 #[test]
@@ -1753,6 +1739,15 @@ fn control_channel_refuses_replayed_oversized_truncated_and_silent_clients_and_l
     assert!(s["processes"].as_array().is_some_and(|p| p.iter().all(|p| p["state"] == "running")), "the fabric runs on: {s}");
 }
 
+/// The share of `n` pings from `host` to `to`, 10 ms apart, that got no
+/// answer within 1 s.
+fn ping_loss(f: &Fabric, host: &str, to: &str, n: usize) -> f64 {
+    let o = f.exec(host, &["ping", "-n", "-q", "-c", &n.to_string(), "-i", "0.01", "-W", "1", to]).output().expect("ping");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let received: f64 = text.split(", ").find(|p| p.ends_with("received")).and_then(|p| p.split(' ').next()?.parse().ok()).unwrap_or(0.0);
+    1.0 - received / n as f64
+}
+
 /// Issue 20, fault injection: `weft link LINK loss P` makes both
 /// directions of a live link lose frames at random (the host's NIC model
 /// toward its ToR, the ToR's port toward the host), counted as such, and
@@ -1765,17 +1760,11 @@ fn weft_link_loss_drops_that_share_both_ways_and_counts_it() {
         return;
     }
     let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "1"]);
-    let ping_loss = |n: usize| -> f64 {
-        let o = f.exec("h0", &["ping", "-n", "-q", "-c", &n.to_string(), "-i", "0.01", "-W", "1", "10.0.0.3"]).output().expect("ping");
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let received: f64 =
-            text.split(", ").find(|p| p.ends_with("received")).and_then(|p| p.split(' ').next()?.parse().ok()).unwrap_or(0.0);
-        1.0 - received / n as f64
-    };
-    assert_eq!(ping_loss(20), 0.0, "no loss before");
+    let lost = |n: usize| ping_loss(&f, "h0", "10.0.0.3", n);
+    assert_eq!(lost(20), 0.0, "no loss before");
     let msg = f.ok(&["link", "h0-leaf0", "loss", "30%"]);
     assert!(msg.contains("loss 30%"), "{msg}");
-    let lossy = ping_loss(400);
+    let lossy = lost(400);
     // A ping and its reply each cross the link once: 1 - 0.7^2 = 51 %.
     eprintln!("ping loss with 30 % per direction: {:.1} %", lossy * 100.0);
     assert!((0.40..0.62).contains(&lossy), "ping loss {lossy}");
@@ -1784,7 +1773,7 @@ fn weft_link_loss_drops_that_share_both_ways_and_counts_it() {
     eprintln!("lost h0->leaf0 {up}, leaf0->h0 {down}");
     assert!(up > 60.0 && down > 30.0, "both directions lost and counted: {up} {down}");
     f.ok(&["link", "h0-leaf0", "loss", "0"]);
-    assert_eq!(ping_loss(50), 0.0, "loss 0 ends it");
+    assert_eq!(lost(50), 0.0, "loss 0 ends it");
 }
 
 /// Issue 20, fault injection: `weft link LINK flap PERIOD` takes a live
@@ -1798,24 +1787,18 @@ fn weft_link_flap_takes_a_link_down_and_up_until_told_to_stop() {
         return;
     }
     let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "1"]);
-    let ping_loss = |n: usize| -> f64 {
-        let o = f.exec("h0", &["ping", "-n", "-q", "-c", &n.to_string(), "-i", "0.01", "-W", "1", "10.0.0.3"]).output().expect("ping");
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let received: f64 =
-            text.split(", ").find(|p| p.ends_with("received")).and_then(|p| p.split(' ').next()?.parse().ok()).unwrap_or(0.0);
-        1.0 - received / n as f64
-    };
+    let lost = |n: usize| ping_loss(&f, "h0", "10.0.0.3", n);
     let msg = f.ok(&["link", "h0-leaf0", "flap", "200ms"]);
     assert!(msg.contains("flapping"), "{msg}");
     // 300 pings 10 ms apart: 3 s, 7-8 flaps.
-    let lossy = ping_loss(300);
+    let lossy = lost(300);
     eprintln!("ping loss through a link flapping every 200 ms: {:.1} %", lossy * 100.0);
     assert!((0.3..0.7).contains(&lossy), "about half lost: {lossy}");
     let events = f.status()["events"].to_string();
     assert!(events.contains("h0-leaf0: flapping"), "{events}");
     let off = f.ok(&["link", "h0-leaf0", "flap", "off"]);
     assert!(off.contains("flapping stopped"), "{off}");
-    assert_eq!(ping_loss(50), 0.0, "up for good after `flap off`");
+    assert_eq!(lost(50), 0.0, "up for good after `flap off`");
     let o = f.run(&["link", "h0-leaf0", "flap", "10us"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("at least 1ms"));
 }

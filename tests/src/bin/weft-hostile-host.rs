@@ -3,7 +3,9 @@
 //! host's interface through a packet socket (as a buggy or hostile program
 //! with root in the host would): one of each kind the edge guard must
 //! refuse (`weft_core::edge`), or a flood at the highest rate the kernel
-//! takes, past the interface's qdisc. Prints what it sent as JSON.
+//! takes, past the interface's qdisc, or (`--benign`) frames the guard lets
+//! through (UDP, RoCEv2 WRITE Middle with its ICRC to QP 0x11 PSN 7, ARP).
+//! Prints what it sent as JSON.
 //!
 //! ```text
 //! weft-hostile-host --dev eth0 --mac 02:.. --ip 10.0.0.2 --gateway-mac 02:.. --peer 10.0.1.2 --repeat 10
@@ -14,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use weft_testkit::{hostile_host_frames, udp, Entering, RealHostAddrs};
+use weft_testkit::{benign_host_frames, hostile_host_frames, udp, Entering, RealHostAddrs};
 use weft_wire::{EthernetAddress, Ipv4Address};
 
 #[derive(Parser)]
@@ -37,9 +39,12 @@ struct Args {
     /// The access link's MTU.
     #[arg(long, default_value_t = 1500)]
     mtu: u16,
-    /// How often to send each hostile frame.
+    /// How often to send each frame.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// Send the benign frames instead of the hostile ones.
+    #[arg(long)]
+    benign: bool,
     /// Flood for this many seconds instead.
     #[arg(long)]
     flood_secs: Option<f64>,
@@ -107,7 +112,11 @@ impl Drop for PacketSocket {
 fn main() -> Result<()> {
     let a = Args::parse();
     let h = RealHostAddrs { mac: mac(&a.mac)?, ip: a.ip, gateway_mac: mac(&a.gateway_mac)?, peer: a.peer, mtu: a.mtu };
-    let hostile = hostile_host_frames(&h);
+    let hostile: Vec<(String, bytes::BytesMut)> = if a.benign {
+        benign_host_frames(&h).into_iter().map(|f| ("benign".to_string(), f)).collect()
+    } else {
+        hostile_host_frames(&h).into_iter().map(|(why, f)| (why.label().to_string(), f)).collect()
+    };
     let mut sent: BTreeMap<String, u64> = BTreeMap::new();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     match a.flood_secs {
@@ -115,7 +124,7 @@ fn main() -> Result<()> {
             let s = PacketSocket::open(&a.dev, false)?;
             for _ in 0..a.repeat {
                 for (why, f) in &hostile {
-                    let k = why.label().to_string();
+                    let k = why.clone();
                     match s.send(f) {
                         Ok(()) => *sent.entry(k).or_default() += 1,
                         Err(e) => *errors.entry(format!("{k}: {e}")).or_default() += 1,

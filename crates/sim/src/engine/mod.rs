@@ -78,8 +78,12 @@ struct Channel {
     /// Partition of the receiving node.
     to_part: u32,
     in_flight: VecDeque<(Event, BytesMut)>,
-    /// Random loss of this direction (drawn by the sender's copy only).
-    loss: LinkLoss,
+    /// Direction on the link (0: from its `a` end).
+    dir: u8,
+    /// Random loss of this direction, once a loss event set one (drawn by
+    /// the sender's copy only). Boxed: the RNG is large and the channel is
+    /// on the hot path.
+    loss: Option<Box<LinkLoss>>,
 }
 
 #[derive(Debug, Clone)]
@@ -245,7 +249,7 @@ impl Part {
                 self.totals.link_down_drops += 1;
                 continue;
             }
-            if ch.loss.lose() {
+            if ch.loss.as_mut().is_some_and(|l| l.lose()) {
                 self.links[ch.link.index()].drops += 1;
                 self.totals.link_loss_drops += 1;
                 continue;
@@ -345,7 +349,9 @@ impl Part {
             LinkAction::Degrade(r) => l.rate = r,
             LinkAction::Loss(ppm) => {
                 for ch in self.channels.iter_mut().filter(|c| c.link == le.link) {
-                    ch.loss.set(ppm);
+                    // Kept once made, so that its RNG goes on where it was.
+                    let (link, dir) = (ch.link.0, ch.dir);
+                    ch.loss.get_or_insert_with(|| Box::new(LinkLoss::new(link, dir))).set(ppm);
                 }
                 return;
             }
@@ -478,7 +484,8 @@ impl Engine {
                             delay,
                             to_part,
                             in_flight: VecDeque::new(),
-                            loss: LinkLoss::new(p.link.0, dir),
+                            dir,
+                            loss: None,
                         });
                         (channels.len() - 1) as u32
                     })
