@@ -603,26 +603,9 @@ fn weft_capture_of_a_live_link_is_read_by_tshark_with_bth_fields() {
     // Fewer than 40 frames crossed the link: `weft down` closes the pcap.
     std::thread::sleep(Duration::from_millis(500));
     f.ok(&["down"]);
-    let t = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args([
-            "-Y",
-            "infiniband",
-            "-T",
-            "fields",
-            "-e",
-            "infiniband.bth.opcode",
-            "-e",
-            "infiniband.bth.destqp",
-            "-e",
-            "infiniband.bth.psn",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
+    let out = tshark_infiniband(&pcap, &["infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn"]);
     let _ = std::fs::remove_file(&pcap);
-    let rows: Vec<String> = String::from_utf8_lossy(&t.stdout).lines().map(str::to_string).collect();
+    let rows: Vec<String> = out.lines().map(str::to_string).collect();
     assert!(rows.len() >= 3 && rows.iter().all(|r| r == "7\t0x000011\t7"), "tshark BTH fields: {rows:?}");
 }
 
