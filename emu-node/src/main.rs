@@ -182,7 +182,7 @@ async fn serve(
         Err(e) => return Err(anyhow!(e).context("control channel lost")),
     };
     runtime.connect(&peers).await.context("connecting the links")?;
-    runtime.schedule_link_events(0);
+    runtime.schedule_events(0);
     control::send(tx, &ToOrchestrator::Running).await.context("sending running")?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("SIGINT handler")?;
@@ -205,6 +205,9 @@ async fn serve(
         tokio::select! {
             Some(m) = msgs.recv() => match m {
                 Ok(ToNode::SetLink { link, change }) => runtime.apply(link, change),
+                Ok(ToNode::RestartNode { node }) => {
+                    runtime.restart(node);
+                }
                 Ok(ToNode::Capture { link, path, count }) => {
                     let started = runtime.capture(link, std::path::Path::new(&path), count).with_context(|| format!("capture to {path}"))?;
                     control::send(tx, &ToOrchestrator::CaptureStarted(started)).await.context("control channel lost")?;

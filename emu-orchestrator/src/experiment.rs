@@ -1002,7 +1002,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             crate::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))?;
         }
         p.connect(&[]).await?;
-        p.schedule_link_events(0);
+        p.schedule_events(0);
         if let (Some(i), Some((_, path, count))) = (capture_link, &rt_opts.capture) {
             p.capture(emu_node::ids::LinkId(i as u32), path, *count)?;
         }

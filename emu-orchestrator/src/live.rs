@@ -493,6 +493,13 @@ pub enum Request {
         /// Percent of the nominal rate, in (0, 100].
         percent: f64,
     },
+    /// Take a switch down or up, or restart it.
+    Node {
+        /// Switch name.
+        switch: String,
+        /// Change.
+        change: NodeChange,
+    },
     /// Capture a link.
     Capture {
         /// Link name.
@@ -504,6 +511,22 @@ pub enum Request {
     },
     /// Tear the fabric down.
     Down,
+}
+
+/// A change of a switch (`weft node`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeChange {
+    /// Every link of the switch down.
+    Down,
+    /// Every link of the switch up.
+    Up,
+    /// The switch reboots: its links go down, it loses its register
+    /// state, its links come up `boot_ns` later.
+    Restart {
+        /// How long its links stay down.
+        boot_ns: u64,
+    },
 }
 
 /// Status of one process.
@@ -1479,6 +1502,83 @@ async fn set_link(f: &FabricSpec, live: &Live, link: String, change: Result<Link
     ok(format!("{}: {}", l.name, describe_change(change)))
 }
 
+/// `weft node SWITCH down|up|restart [BOOT]`: the change of every link of
+/// the switch, and for a restart the switch's process restarts it between
+/// its links going down and (after the boot time) up.
+async fn change_node(live: &Arc<Live>, switch: String, change: NodeChange) -> Response {
+    let f = &live.fabric;
+    let node = match f.node_by_name(&switch) {
+        Some(id) if f.nodes[id.index()].as_switch().is_some() => id,
+        Some(_) => return fail(format!("`{switch}` is a host: change its link with `weft link`")),
+        None => return fail(format!("no switch `{switch}` (see the topology for the names)")),
+    };
+    let links: Vec<LinkId> = f.nodes[node.index()].ports.iter().map(|p| p.link).collect();
+    for &l in &links {
+        stop_flapping(live, l);
+    }
+    let all = |change| {
+        let links = links.clone();
+        async move {
+            for l in links {
+                push_link_change(live, l, change).await?;
+            }
+            Ok::<_, String>(())
+        }
+    };
+    let described = match change {
+        NodeChange::Down | NodeChange::Up => {
+            let c = if change == NodeChange::Down { LinkChange::Down } else { LinkChange::Up };
+            if let Err(e) = all(c).await {
+                return fail(e);
+            }
+            format!("{switch}: {} ({} links)", describe_change(c), links.len())
+        }
+        NodeChange::Restart { boot_ns } => {
+            // The emu-nodes of the switch's neighbours take their ends
+            // down; the switch's own restarts it.
+            let procs: std::collections::BTreeSet<u32> = std::iter::once(node)
+                .chain(links.iter().flat_map(|l| [f.links[l.index()].a.0, f.links[l.index()].b.0]))
+                .map(|n| f.nodes[n.index()].placement)
+                .collect();
+            for p in procs {
+                if let Some(n) = live.nodes.get(&p) {
+                    let mut tx = n.tx.lock().await;
+                    if let Err(e) = control::send(&mut tx, &ToNode::RestartNode { node }).await {
+                        return fail(format!("emu-node {p}: {e}"));
+                    }
+                }
+            }
+            let boot = emu_node::time::format_duration(boot_ns);
+            if boot_ns == 0 {
+                if let Err(e) = all(LinkChange::Up).await {
+                    return fail(e);
+                }
+                format!("{switch}: restarted (register state lost; links up again at once)")
+            } else {
+                // The request returns now; the links come up after the boot.
+                let (l2, links, name) = (live.clone(), links.clone(), switch.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_nanos(boot_ns)).await;
+                    let mut msg = format!("{name}: booted, links up");
+                    for l in links {
+                        if let Err(e) = push_link_change(&l2, l, LinkChange::Up).await {
+                            msg = format!("{name}: its links could not come up after the boot: {e}");
+                        }
+                    }
+                    if let Ok(mut ev) = l2.events.lock() {
+                        ev.push(msg);
+                    }
+                });
+                format!("{switch}: restarting (register state lost; links down, up in {boot})")
+            }
+        }
+    };
+    if let Ok(mut ev) = live.events.lock() {
+        ev.push(described.clone());
+    }
+    ok(described)
+}
+
 async fn handle(live: &Arc<Live>, req: Request) -> Response {
     let f = &live.fabric;
     match req {
@@ -1507,6 +1607,7 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
         Request::Link { link, change } => set_link(f, live, link, Ok(change)).await,
         Request::LinkRatePercent { link, percent } => set_link(f, live, link, Err(percent)).await,
         Request::LinkFlap { link, period_ns } => flap_link(live, link, period_ns).await,
+        Request::Node { switch, change } => change_node(live, switch, change).await,
         Request::Capture { link, path, count } => {
             let Some(id) = link_by_name(f, &link) else {
                 return fail(format!("no link `{link}` (see `weft status` for the names)"));
@@ -1622,7 +1723,7 @@ pub async fn run_distributed(
     }
     rt.connect(&addrs).await?;
     await_running(&mut conns, &dir).await?;
-    rt.schedule_link_events(0);
+    rt.schedule_events(0);
     if let Some((link, path, count)) = &capture {
         rt.capture(*link, path, *count)?;
     }

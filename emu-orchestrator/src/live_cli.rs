@@ -158,6 +158,15 @@ pub struct LinkArgs {
 }
 
 #[derive(clap::Args)]
+pub struct NodeArgs {
+    /// Switch name, as in the topology (e.g. spine0).
+    pub switch: String,
+    /// down | up | restart [BOOT] (the reboot loses the switch's register state; its links stay down for BOOT, default 0)
+    #[arg(num_args = 1..=2, required = true)]
+    pub change: Vec<String>,
+}
+
+#[derive(clap::Args)]
 pub struct CaptureArgs {
     /// Link name (either order of the ends).
     pub link: String,
@@ -544,6 +553,21 @@ pub fn link(a: LinkArgs) -> Result<()> {
         ),
     };
     let r = live::request(&live::default_state_dir(), &Request::Link { link: a.link, change })?;
+    if !r.ok {
+        bail!("{}", r.message);
+    }
+    println!("{}", r.message);
+    Ok(())
+}
+
+pub fn node(a: NodeArgs) -> Result<()> {
+    let change = match (a.change[0].as_str(), a.change.get(1)) {
+        ("down", None) => live::NodeChange::Down,
+        ("up", None) => live::NodeChange::Up,
+        ("restart", boot) => live::NodeChange::Restart { boot_ns: boot.map(|b| parse_duration(b)).transpose()?.unwrap_or(0) },
+        _ => bail!("expected `down`, `up` or `restart [BOOT]`, got `{}`", a.change.join(" ")),
+    };
+    let r = live::request(&live::default_state_dir(), &Request::Node { switch: a.switch, change })?;
     if !r.ok {
         bail!("{}", r.message);
     }

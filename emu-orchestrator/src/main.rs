@@ -81,6 +81,11 @@ enum Command {
         after_help = "Examples:\n  weft link leaf0-spine1 down\n  weft link leaf0-spine1 up\n  weft link h0-leaf0 rate 100Mbps\n  weft link edge0_0-agg0_1 rate 10%       # of its topology rate\n  weft link leaf1-spine0 delay 200us\n  weft link leaf0-spine2 loss 1%          # each direction loses 1 % of its frames at random\n  weft link leaf0-spine2 loss 0\n  weft link leaf0-spine3 flap 500ms        # down 500 ms, up 500 ms, ... until `flap off` or another change"
     )]
     Link(live_cli::LinkArgs),
+    /// Take a switch of the live fabric down or up, or restart it.
+    #[command(
+        after_help = "A switch going down or up is every link of it going down or up. A restart reboots the switch as an ASIC reboots: its links go down, the program is loaded again and every register, learned table entry, meter, timer and queued frame is lost (weft_switch_restarts_total, weft_switch_drops_total{cause=\"restart\"}); its links come up BOOT later (default at once).\n\nExamples:\n  weft node spine0 down\n  weft node spine0 up\n  weft node leaf1 restart\n  weft node leaf1 restart 2s        # links down for 2 s while it boots"
+    )]
+    Node(live_cli::NodeArgs),
     /// Stop the live fabric (also removes what a killed `weft up` left).
     Down,
     /// Run a command in a real host of the live fabric: a TAP host's
@@ -400,6 +405,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Command::Up(a) => live_cli::up(*a),
         Command::Status { json } => live_cli::status(json),
         Command::Link(a) => live_cli::link(a),
+        Command::Node(a) => live_cli::node(a),
         Command::Down => live_cli::down(),
         Command::Exec { host, command } => {
             let rc = live_cli::exec(&host, &command)?;

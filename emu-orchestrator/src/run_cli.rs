@@ -124,9 +124,12 @@ pub(crate) struct RunArgs {
     /// (first line: count; then `src dst priority size start_seconds`, and optionally `mean_gap_seconds` (or `-`), which paces a UDP flow as a Poisson process, D-ITG style, and `src_port` (or `-`); then optional fields `dscp=N`, and for TCP `rate_bps=N` (iperf3 -b) and `window_bytes=N` (iperf3 -w)).
     #[arg(long, conflicts_with_all = ["workload", "rate"])]
     flows_file: Option<PathBuf>,
-    /// Add a link event to the topology's schedule (repeatable):
-    /// AT,TARGET,ACTION with ACTION down, up or degrade=RATE; TARGET a
-    /// link (`edge7_3-agg7_3`) or a switch (all its links: a node failure).
+    /// Add an event to the topology's schedule (repeatable):
+    /// AT,TARGET,ACTION with ACTION down, up, degrade=RATE, loss=P (1% or
+    /// 0.01), flap=PERIOD:UNTIL (a link) or restart[=BOOT] (a switch
+    /// reboots and loses its register state; its links are down for BOOT,
+    /// default 0); TARGET a link (`edge7_3-agg7_3`) or a switch (all its
+    /// links: a node failure). E.g. --event 5ms,spine1,restart=1ms
     #[arg(long, value_name = "AT,TARGET,ACTION")]
     event: Vec<String>,
     /// Real time: serve Prometheus /metrics here while the run lasts

@@ -20,7 +20,8 @@
 
 use crate::units::{parse_duration, parse_rate, parse_size};
 use emu_node::fabric::{
-    host_mac, switch_link_mtu, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeKind, SwitchRole, SwitchSpec, MAX_MTU,
+    host_mac, switch_link_mtu, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeAction, NodeEvent, NodeKind, SwitchRole,
+    SwitchSpec, MAX_MTU,
 };
 use emu_node::ids::{LinkId, NodeId};
 use emu_node::schemes::Params;
@@ -190,8 +191,13 @@ struct RawLink {
 #[serde(deny_unknown_fields)]
 struct RawEvent {
     at: Spanned<String>,
-    link: Spanned<String>,
+    /// What changes: a link, or (`node`) a switch.
+    link: Option<Spanned<String>>,
+    /// A switch: `down`, `up` (every link of it) or `restart`.
+    node: Option<Spanned<String>>,
     action: Spanned<String>,
+    /// Of a `restart`: how long the switch's links stay down (default 0).
+    boot: Option<Spanned<String>>,
     rate: Option<Spanned<String>>,
     /// Of a `loss` event: `1%` or `0.01`.
     loss: Option<Spanned<String>>,
@@ -391,6 +397,40 @@ fn link_params(
     Ok(LinkParams { rate, delay, mtu })
 }
 
+/// An `[[events]]` entry with a `node`: a switch goes `down` or `up`
+/// (every link of it) or restarts (it loses its register state; its links
+/// are down for `boot`, default 0).
+fn switch_event(cx: &Ctx, f: &mut FabricSpec, ev: &Spanned<RawEvent>, n: &Spanned<String>, at: Nanos) -> Result<(), TopologyError> {
+    let e = ev.get_ref();
+    let node = match f.node_by_name(n.get_ref()) {
+        Some(id) if f.nodes[id.index()].as_switch().is_some() => id,
+        Some(_) => return cx.err(n.span(), format!("`{}` is a host: an event names its link instead", n.get_ref())),
+        None => return cx.err(n.span(), format!("event names switch `{}`, which does not exist", n.get_ref())),
+    };
+    if let Some(x) = e.rate.as_ref().or(e.loss.as_ref()).or(e.period.as_ref()).or(e.until.as_ref()) {
+        return cx.err(x.span(), "a switch's event takes only `at`, `node`, `action` and (restart) `boot`");
+    }
+    let action = match e.action.get_ref().as_str() {
+        "down" => LinkAction::Down,
+        "up" => LinkAction::Up,
+        "restart" => {
+            let boot = match &e.boot {
+                Some(b) => cx.duration(b)?,
+                None => 0,
+            };
+            restart_events(f, node, at, boot);
+            return Ok(());
+        }
+        other => return cx.err(e.action.span(), format!("unknown switch action `{other}` (down, up, restart)")),
+    };
+    if let Some(b) = &e.boot {
+        return cx.err(b.span(), "only a `restart` takes a `boot`");
+    }
+    let links: Vec<LinkId> = f.nodes[node.index()].ports.iter().map(|p| p.link).collect();
+    f.schedule.extend(links.into_iter().map(|link| LinkEvent { at, link, action }));
+    Ok(())
+}
+
 /// The MTU of a host link when none is given.
 const HOST_MTU: u16 = 1500;
 
@@ -426,22 +466,47 @@ fn flap_events(at: Nanos, period: Nanos, until: Nanos, link: LinkId) -> Result<V
     Ok(v)
 }
 
+/// A switch's restart as events: its node event at `at` (its links go
+/// down, it loses its state) and every link of it up at `at + boot`.
+fn restart_events(f: &mut FabricSpec, node: NodeId, at: Nanos, boot: Nanos) {
+    f.node_schedule.push(NodeEvent { at, node, action: NodeAction::Restart });
+    f.node_schedule.sort_by_key(|e| e.at);
+    let links: Vec<LinkId> = f.nodes[node.index()].ports.iter().map(|p| p.link).collect();
+    f.schedule.extend(links.into_iter().map(|link| LinkEvent { at: at + boot, link, action: LinkAction::Up }));
+}
+
 impl Topology {
     /// Adds link events from the command line (`weft run --event`):
     /// `AT,TARGET,ACTION` with ACTION `down`, `up`, `degrade=RATE`,
-    /// `loss=P` (`1%` or `0.01`) or `flap=PERIOD:UNTIL` (a link only);
-    /// TARGET a link name (either order of its ends) or a switch name,
-    /// which means every link of the switch (a node failure is all its
-    /// links failing at once, as the LBSP paper models it).
+    /// `loss=P` (`1%` or `0.01`), `flap=PERIOD:UNTIL` (a link only) or
+    /// `restart[=BOOT]` (a switch only: it loses its register state, its
+    /// links down for BOOT, default 0); TARGET a link name (either order of
+    /// its ends) or a switch name, which means every link of the switch (a
+    /// node failure is all its links failing at once, as the LBSP paper
+    /// models it).
     pub fn add_event(&mut self, text: &str) -> Result<(), String> {
         let bad = |why: &str| {
             format!(
-                "--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE|loss=P|flap=PERIOD:UNTIL, e.g. 5ms,edge7_3-agg7_3,down)"
+                "--event `{text}`: {why} (AT,LINK-OR-SWITCH,down|up|degrade=RATE|loss=P|flap=PERIOD:UNTIL|restart[=BOOT], e.g. 5ms,edge7_3-agg7_3,down)"
             )
         };
         let parts: Vec<&str> = text.split(',').map(str::trim).collect();
         let [at, target, action] = parts[..] else { return Err(bad("three comma-separated fields")) };
         let at = parse_duration(at).map_err(|e| bad(&format!("time {e}")))?;
+        if action == "restart" || action.starts_with("restart=") {
+            let boot = match action.strip_prefix("restart=") {
+                Some(b) => parse_duration(b).map_err(|e| bad(&format!("boot time {e}")))?,
+                None => 0,
+            };
+            let f = &mut self.fabric;
+            let node = match f.node_by_name(target) {
+                Some(n) if f.nodes[n.index()].as_switch().is_some() => n,
+                _ => return Err(bad(&format!("no switch named `{target}` (restart takes a switch)"))),
+            };
+            restart_events(f, node, at, boot);
+            f.schedule.sort_by_key(|e| e.at);
+            return Ok(());
+        }
         let action = match action.split_once('=') {
             None if action == "down" => LinkAction::Down,
             None if action == "up" => LinkAction::Up,
@@ -555,8 +620,19 @@ impl Topology {
         for ev in &raw.events {
             let e = ev.get_ref();
             let at = cx.duration(&e.at)?;
-            let Some(link) = fabric.link_by_name(e.link.get_ref()) else {
-                return cx.err(e.link.span(), format!("event names link `{}`, which does not exist", e.link.get_ref()));
+            let link_name = match (&e.link, &e.node) {
+                (Some(l), None) => l,
+                (None, Some(n)) => {
+                    switch_event(&cx, &mut fabric, ev, n, at)?;
+                    continue;
+                }
+                _ => return cx.err(ev.span(), "an event names either a `link` or a `node` (a switch)"),
+            };
+            if let Some(b) = &e.boot {
+                return cx.err(b.span(), "only a switch's `restart` takes a `boot`");
+            }
+            let Some(link) = fabric.link_by_name(link_name.get_ref()) else {
+                return cx.err(link_name.span(), format!("event names link `{}`, which does not exist", link_name.get_ref()));
             };
             if let (Some(l), false) = (&e.loss, e.action.get_ref() == "loss") {
                 return cx.err(l.span(), "only `loss` events take a `loss`");
@@ -593,6 +669,7 @@ impl Topology {
             fabric.schedule.push(LinkEvent { at, link, action });
         }
         fabric.schedule.sort_by_key(|e| e.at);
+        fabric.node_schedule.sort_by_key(|e| e.at);
         // Placement.
         let mut placed = BTreeSet::new();
         for (i, (_proc, names)) in raw.placement.iter().enumerate() {

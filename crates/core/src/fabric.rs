@@ -264,6 +264,29 @@ pub struct LinkEvent {
     pub action: LinkAction,
 }
 
+/// A scheduled change of a switch. A switch going down or up is every
+/// link of it going down or up ([`LinkEvent`]s); what only a node has is
+/// its restart.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeAction {
+    /// The switch reboots and loses its register state
+    /// ([`crate::switch::Switch::restart`]). Its links go down and up
+    /// around it as separate link events when the reboot takes time.
+    Restart,
+}
+
+/// A node event at a time.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NodeEvent {
+    /// When.
+    pub at: Nanos,
+    /// Which switch.
+    pub node: NodeId,
+    /// What happens.
+    pub action: NodeAction,
+}
+
 /// A whole fabric.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct FabricSpec {
@@ -275,6 +298,10 @@ pub struct FabricSpec {
     pub links: Vec<LinkSpec>,
     /// Link events.
     pub schedule: Vec<LinkEvent>,
+    /// Node events (restarts), in time order. At one instant, link events
+    /// come first.
+    #[serde(default)]
+    pub node_schedule: Vec<NodeEvent>,
 }
 
 /// The own IPv4 address of switch `node`: 169.254.n.n (link-local, so no

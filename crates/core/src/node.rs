@@ -12,6 +12,8 @@
 //!    [`Node::handle_timeout`]. Calling it early is harmless; late calls
 //!    are late events (real time measures that lag).
 //! 4. Link changes: [`Node::set_port_up`], [`Node::set_port_rate`].
+//! 5. A switch's restart (`weft node SWITCH restart`, a topology event):
+//!    [`Node::restart`], then [`Node::poll_timeout`] again.
 //!
 //! Times never go backwards across calls to one node. No node reads a clock,
 //! a socket or a global random number generator.
@@ -76,6 +78,21 @@ impl Node {
         if let Node::Switch(s) = self {
             s.set_port_up(now, port, up, out)
         }
+    }
+    /// Restarts a switch at `now` ([`Switch::restart`]: it loses its
+    /// register state, as a rebooted ASIC); a host cannot restart.
+    pub fn restart(&mut self, now: Nanos, out: &mut Vec<Transmit>) -> Result<(), NodeError> {
+        match self {
+            Node::Switch(s) => Ok(s.restart(now, out)?),
+            Node::UdpHost(h) => Err(SwitchError::NotASwitch(h.name().to_string()).into()),
+            Node::RoceHost(h) => Err(SwitchError::NotASwitch(h.name().to_string()).into()),
+            Node::TcpHost(h) => Err(SwitchError::NotASwitch(h.name().to_string()).into()),
+        }
+    }
+    /// Whether [`Node::restart`] can restart this node (a switch built
+    /// from its spec).
+    pub fn can_restart(&self) -> bool {
+        matches!(self, Node::Switch(s) if s.can_restart())
     }
     /// A link of this node changed rate.
     pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {

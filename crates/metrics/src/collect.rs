@@ -271,6 +271,7 @@ impl NodeMetrics {
         out.counter("weft_switch_ecn_marks_total", &l, c.ecn_marks);
         out.counter("weft_switch_program_errors_total", &l, c.program_errors);
         out.counter("weft_switch_consumed_by_program_total", &l, c.consumed_by_program);
+        out.counter("weft_switch_restarts_total", &l, c.restarts);
         for (cause, n) in [
             ("malformed", c.drop_malformed),
             ("oversize", c.drop_oversize),
@@ -281,6 +282,7 @@ impl NodeMetrics {
             ("program", c.drop_program),
             ("tm", c.drop_tm),
             ("link_down", c.drop_link_down),
+            ("restart", c.drop_restart),
         ] {
             out.counter("weft_switch_drops_total", &[("switch", name), ("scheme", scheme), ("cause", cause)], n);
         }

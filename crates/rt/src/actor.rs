@@ -205,6 +205,9 @@ pub enum NodeMsg {
         /// Change.
         change: LinkChange,
     },
+    /// The switch restarts and loses its register state
+    /// ([`weft_core::node::Node::restart`]).
+    Restart,
     /// Starts (or replaces) a capture on a port.
     Capture {
         /// Port.
@@ -482,6 +485,16 @@ impl Actor for NodeActor {
                         LinkChange::Delay(d) => p.delay = d,
                         LinkChange::Loss(ppm) => p.loss.set(ppm),
                     }
+                }
+            }
+            NodeMsg::Restart => {
+                st.last = now;
+                // Only a host or a switch with a program from outside its
+                // spec refuses, and the orchestrator sends restarts to
+                // switches of a topology only: the counters say whether it
+                // happened (`weft_switch_restarts_total`).
+                if let Some(n) = st.node.as_mut() {
+                    let _ = n.restart(now, &mut st.out);
                 }
             }
             NodeMsg::Capture { port, capture } => {

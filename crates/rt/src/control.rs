@@ -13,7 +13,7 @@
 use crate::link::LinkChange;
 use crate::runtime::{LinkAddrs, ProcessPlan, ProcessReport};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use weft_wire::ids::LinkId;
+use weft_wire::ids::{LinkId, NodeId};
 
 /// Largest accepted message.
 pub const MAX_MESSAGE: usize = 64 << 20;
@@ -24,7 +24,7 @@ pub const MAX_HELLO: usize = 4 << 10;
 /// How long a new control connection may take to send its Hello.
 pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Protocol version (Hello carries it).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Control-channel errors.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +108,11 @@ pub enum ToNode {
         link: LinkId,
         /// Change.
         change: LinkChange,
+    },
+    /// Restart a switch that runs here (it loses its register state).
+    RestartNode {
+        /// The switch.
+        node: NodeId,
     },
     /// Capture a link into a pcap file.
     Capture {

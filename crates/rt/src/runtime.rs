@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_core::edge::EdgeGuard;
-use weft_core::fabric::{FabricSpec, HostKind, LinkAction};
+use weft_core::fabric::{FabricSpec, HostKind, LinkAction, NodeAction};
 use weft_core::node::Node;
 use weft_wire::ids::{LinkId, NodeId, PortId};
 use weft_wire::time::Nanos;
@@ -651,8 +651,16 @@ impl ProcessRuntime {
         Ok(())
     }
 
-    /// The topology's link schedule, relative to fabric time `start`.
-    pub fn schedule_link_events(&self, start: Nanos) {
+    /// The topology's node and link schedule, relative to fabric time
+    /// `start`. Node events are scheduled first, so that at one instant
+    /// they come before the link events, as in virtual time.
+    pub fn schedule_events(&self, start: Nanos) {
+        for ev in &self.plan.fabric.node_schedule {
+            let restart = self.restart_action(ev.node);
+            match ev.action {
+                NodeAction::Restart => self.sched.at(start + ev.at, Box::new(restart)),
+            }
+        }
         for ev in &self.plan.fabric.schedule {
             let change = match ev.action {
                 LinkAction::Down => LinkChange::Down,
@@ -664,6 +672,30 @@ impl ProcessRuntime {
             let sched = self.sched.clone();
             self.sched.at(start + ev.at, Box::new(move |_| ends.apply(sched.now(), change)));
         }
+    }
+
+    /// What a restart of switch `node` does here: the ends here of its
+    /// links go down, and the switch, if it runs here, restarts (it loses
+    /// its register state). Its links come up by link changes after.
+    fn restart_action(&self, node: NodeId) -> impl Fn(Nanos) + Send + 'static {
+        let links: Vec<LinkEnds> =
+            self.plan.fabric.nodes.get(node.index()).map_or_else(Vec::new, |n| n.ports.iter().map(|p| self.link_ends(p.link)).collect());
+        let actor = self.actors.get(&node).map(|a| a.actor.clone());
+        move |now| {
+            for ends in &links {
+                ends.apply(now, LinkChange::Down);
+            }
+            if let Some(a) = &actor {
+                let _ = a.cast(NodeMsg::Restart);
+            }
+        }
+    }
+
+    /// Restarts switch `node` (`weft node SWITCH restart`): takes the ends
+    /// here of its links down and restarts it if it runs here; bring the
+    /// links up with [`ProcessRuntime::apply`] after.
+    pub fn restart(&self, node: NodeId) {
+        self.restart_action(node)(self.sched.now());
     }
 
     fn link_ends(&self, link: LinkId) -> LinkEnds {

@@ -243,6 +243,12 @@ impl RegisterFile {
     pub fn cpu_read(&self, id: RegisterId, index: u32) -> Option<u64> {
         self.arrays.get(id.0 as usize)?.data.get(index as usize).copied()
     }
+
+    /// Every array's name and cells, in declaration order (what a control
+    /// plane dumping the registers reads; tests compare states with it).
+    pub fn contents(&self) -> Vec<(&str, &[u64])> {
+        self.arrays.iter().map(|a| (a.decl.name.as_str(), a.data.as_slice())).collect()
+    }
 }
 
 /// An index outside an array of `entries`.

@@ -190,6 +190,46 @@ fn a_flap_event_expands_to_downs_and_ups_ending_up() {
 }
 
 #[test]
+fn switch_events_take_every_link_down_or_up_or_restart_the_switch() {
+    let ev =
+        |node: &str, action: &str, extra: &str| format!("{LS}[[events]]\nat = \"1ms\"\nnode = \"{node}\"\naction = \"{action}\"\n{extra}");
+    // spine1 has a link to each of the 2 leaves.
+    let t = Topology::parse("t.toml", &ev("spine1", "down", "")).unwrap();
+    assert_eq!(t.fabric.schedule.len(), 2);
+    assert!(t.fabric.schedule.iter().all(|e| e.action == LinkAction::Down && e.at == 1_000_000));
+    assert!(t.fabric.node_schedule.is_empty());
+    let t = Topology::parse("t.toml", &ev("leaf0", "restart", "boot = \"250us\"\n")).unwrap();
+    let leaf0 = t.fabric.node_by_name("leaf0").unwrap();
+    assert_eq!(t.fabric.node_schedule, vec![NodeEvent { at: 1_000_000, node: leaf0, action: NodeAction::Restart }]);
+    // leaf0: 2 hosts and 2 spines, up again after the boot.
+    assert_eq!(t.fabric.schedule.len(), 4);
+    assert!(t.fabric.schedule.iter().all(|e| e.action == LinkAction::Up && e.at == 1_250_000));
+    for (text, want) in [
+        (ev("h0", "restart", ""), "is a host"),
+        (ev("spine9", "down", ""), "does not exist"),
+        (ev("spine1", "degrade", ""), "unknown switch action `degrade`"),
+        (ev("spine1", "down", "boot = \"1ms\"\n"), "only a `restart` takes a `boot`"),
+        (ev("spine1", "restart", "rate = \"1Gbps\"\n"), "takes only"),
+        (ev("spine1", "restart", "link = \"leaf0-spine1\"\n"), "either a `link` or a `node`"),
+        (
+            format!("{LS}[[events]]\nat = \"1ms\"\nlink = \"leaf0-spine1\"\naction = \"down\"\nboot = \"1ms\"\n"),
+            "only a switch's `restart`",
+        ),
+    ] {
+        let e = Topology::parse("t.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(want) && e.contains("t.toml:"), "{want}: {e}");
+    }
+    let mut t = Topology::parse("t.toml", LS).unwrap();
+    t.add_event("2ms,spine0,restart").unwrap();
+    t.add_event("3ms,spine1,restart=1ms").unwrap();
+    assert_eq!(t.fabric.node_schedule.len(), 2);
+    let ups: Vec<_> = t.fabric.schedule.iter().map(|e| (e.at / 1_000_000, e.action)).collect();
+    assert_eq!(ups, vec![(2, LinkAction::Up), (2, LinkAction::Up), (4, LinkAction::Up), (4, LinkAction::Up)]);
+    assert!(t.add_event("0ms,leaf0-spine1,restart").unwrap_err().contains("restart takes a switch"));
+    assert!(t.add_event("0ms,h0,restart").is_err());
+}
+
+#[test]
 fn explicit_example_plans_addresses_and_placement() {
     let t = Topology::load("explicit-example").unwrap();
     let f = &t.fabric;

@@ -98,33 +98,42 @@ fn a_lossy_link_loses_its_share_of_frames_the_same_in_every_run() {
     assert_eq!(a.totals.link_down_drops, 0);
 }
 
-/// Issue 20: every scheme keeps delivering through injected faults: with
-/// 1 % random loss on two fabric links (both directions), and with one
-/// fabric link flapping (down 1 ms, up 1 ms, for 30 ms), every flow of a
-/// WebSearch workload completes over TCP and over RoCE with IRN (the
-/// transports recover; no scheme's state is wedged by lost frames or a
-/// port that comes and goes).
+/// With 1 % random loss on two fabric links (each direction), with a
+/// fabric link flapping (down 1 ms, up 1 ms, for 30 ms), and with two
+/// switches restarting (a spine or aggregation switch whose links stay
+/// down 1 ms while it boots, then a ToR down 200 µs; each loses its
+/// register state and its queued frames), every flow of a WebSearch
+/// workload completes over TCP and over RoCE with IRN (the transports
+/// recover; no scheme's state is wedged by lost frames, a port that comes
+/// and goes, or a switch that forgot everything).
 #[test]
-fn every_scheme_delivers_every_flow_through_lossy_and_flapping_links() {
+fn every_scheme_delivers_every_flow_through_lossy_and_flapping_links_and_restarting_switches() {
     use emu_orchestrator::experiment::{Transport, WorkloadOptions};
     let cdf = emu_node::workload::FlowSizeCdf::named("websearch").expect("shipped workload");
-    let runs: &[(&str, &str, [&str; 2])] = &[
-        ("ecmp", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("rps", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("letflow", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("drill", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("conga", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("conweave", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("int-nexthop", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("p4te", "leaf-spine-2x4", ["leaf0-spine0", "leaf1-spine2"]),
-        ("lbsp", "fat-tree-k4", ["edge0_0-agg0_0", "agg1_1-core3"]),
+    /// Two links that lose or flap, two switches that restart.
+    type Faulty<'a> = ([&'a str; 2], [&'a str; 2]);
+    let leaf_spine = (["leaf0-spine0", "leaf1-spine2"], ["spine1", "leaf0"]);
+    let runs: &[(&str, &str, Faulty)] = &[
+        ("ecmp", "leaf-spine-2x4", leaf_spine),
+        ("rps", "leaf-spine-2x4", leaf_spine),
+        ("letflow", "leaf-spine-2x4", leaf_spine),
+        ("drill", "leaf-spine-2x4", leaf_spine),
+        ("conga", "leaf-spine-2x4", leaf_spine),
+        ("conweave", "leaf-spine-2x4", leaf_spine),
+        ("int-nexthop", "leaf-spine-2x4", leaf_spine),
+        ("p4te", "leaf-spine-2x4", leaf_spine),
+        ("lbsp", "fat-tree-k4", (["edge0_0-agg0_0", "agg1_1-core3"], ["agg0_0", "edge1_0"])),
     ];
-    for (scheme, topology, links) in runs {
-        for fault in ["loss", "flap"] {
+    for (scheme, topology, (links, switches)) in runs {
+        for fault in ["loss", "flap", "restart"] {
             let mut topo = emu_orchestrator::topology::Topology::load(topology).expect("shipped topology");
             match fault {
                 "loss" => links.iter().for_each(|l| topo.add_event(&format!("0ms,{l},loss=1%")).expect("loss event")),
-                _ => topo.add_event(&format!("0ms,{},flap=1ms:30ms", links[0])).expect("flap event"),
+                "flap" => topo.add_event(&format!("0ms,{},flap=1ms:30ms", links[0])).expect("flap event"),
+                _ => {
+                    topo.add_event(&format!("2ms,{},restart=1ms", switches[0])).expect("restart event");
+                    topo.add_event(&format!("6ms,{},restart=200us", switches[1])).expect("restart event");
+                }
             }
             for transport in [Transport::Tcp, Transport::RoceIrn] {
                 let opts = RunOptions {
@@ -138,12 +147,25 @@ fn every_scheme_delivers_every_flow_through_lossy_and_flapping_links() {
                 let done = s.flows.iter().filter(|f| f.fct.is_some()).count();
                 let retx: u64 = s.flows.iter().map(|f| f.retransmits).sum();
                 let lost: u64 = s.flows.iter().map(|f| f.drops).sum();
+                let restarted: Vec<&str> = s.switches.iter().filter(|w| w.counters.restarts > 0).map(|w| w.name.as_str()).collect();
+                let restart_drops: u64 = s.switches.iter().map(|w| w.counters.drop_restart).sum();
                 eprintln!(
-                    "{scheme} {transport:?} {fault}: {done}/150 flows, {} frames lost at random, {lost} lost in all, {retx} retransmits",
-                    s.totals.link_loss_drops
+                    "{scheme} {transport:?} {fault}: {done}/150 flows, {} frames lost at random, {lost} lost in all, {retx} retransmits, restarted {restarted:?} ({} frames lost at down links, {restart_drops} in the recirculation and CPU queues)",
+                    s.totals.link_loss_drops,
+                    s.totals.link_down_drops
                 );
-                if fault == "loss" {
-                    assert!(s.totals.link_loss_drops > 0, "{scheme} {transport:?}: the links lost frames");
+                match fault {
+                    "loss" => assert!(s.totals.link_loss_drops > 0, "{scheme} {transport:?}: the links lost frames"),
+                    "restart" => {
+                        assert_eq!(s.totals.node_restarts, 2, "{scheme} {transport:?}: both restarts happened");
+                        assert!(s.totals.link_down_drops > 0, "{scheme} {transport:?}: frames were lost while the switches booted");
+                        assert_eq!(restarted, {
+                            let mut v = switches.to_vec();
+                            v.sort_by_key(|n| s.switches.iter().position(|w| w.name == *n));
+                            v
+                        });
+                    }
+                    _ => {}
                 }
                 assert_eq!(done, s.flows.len(), "{scheme} {transport:?} {fault}: every flow completes");
             }

@@ -1,8 +1,9 @@
 //! A fabric on several threads gives the results of one thread
 //! (`--threads N`, issue 13 item 2): `summary.json` and `flows.csv` are
 //! byte-identical for N = 1, 2, 3 on leaf-spine-8x8 and fat-tree-k8, each
-//! with RoCE (lossless with PFC, IRN), TCP and UDP hosts, and with a link
-//! that goes down and up between partitions during the run.
+//! with RoCE (lossless with PFC, IRN), TCP and UDP hosts, with a link
+//! that goes down and up between partitions during the run, and with
+//! switches restarting.
 
 use crate::{link_down, shipped};
 use emu_orchestrator::experiment::{self, RunOptions, Transport, WorkloadOptions};
@@ -16,7 +17,9 @@ fn outputs(topology: &str, opts: &RunOptions, threads: usize) -> (String, String
     (o.summary.to_json(), o.summary.flows_csv(), o.threads)
 }
 
-fn same_for_1_2_3_threads(name: &str, topology: &str, scheme: &str, transport: Transport, flows: usize) {
+/// Checks the outputs are the same on 1, 2 and 3 threads; returns
+/// `summary.json`.
+fn same_for_1_2_3_threads(name: &str, topology: &str, scheme: &str, transport: Transport, flows: usize) -> String {
     let cdf = emu_node::workload::FlowSizeCdf::named("alistorage").expect("shipped workload");
     let opts = RunOptions {
         scheme: Some(scheme.into()),
@@ -35,6 +38,7 @@ fn same_for_1_2_3_threads(name: &str, topology: &str, scheme: &str, transport: T
         assert!(s == summary, "{name}: summary.json on {threads} threads differs from 1 thread");
         assert!(c == csv, "{name}: flows.csv on {threads} threads differs from 1 thread");
     }
+    summary
 }
 
 #[test]
@@ -46,6 +50,18 @@ fn leaf_spine_8x8_roce_lossless_conweave() {
 fn leaf_spine_8x8_tcp_letflow_with_a_link_down_and_up() {
     let topo = format!("{}\n{}", shipped("leaf-spine-8x8"), link_down("leaf0-spine3", "100us", Some("400us")));
     same_for_1_2_3_threads("leaf-spine-8x8 TCP", &topo, "letflow", Transport::Tcp, 600);
+}
+
+/// A spine restart (its links down for 100 µs across partitions, its
+/// state lost) and a leaf restart in no time, from a topology file's
+/// `[[events]]`.
+#[test]
+fn leaf_spine_8x8_roce_irn_conweave_with_switches_restarting() {
+    let events = "[[events]]\nat = \"200us\"\nnode = \"spine3\"\naction = \"restart\"\nboot = \"100us\"\n\
+                  [[events]]\nat = \"500us\"\nnode = \"leaf2\"\naction = \"restart\"\n";
+    let topo = format!("{}\n{events}", shipped("leaf-spine-8x8"));
+    let summary = same_for_1_2_3_threads("leaf-spine-8x8 RoCE IRN, restarts", &topo, "conweave", Transport::RoceIrn, 600);
+    assert!(summary.contains("\"node_restarts\": 2"), "both switches restarted");
 }
 
 #[test]

@@ -121,6 +121,10 @@ pub enum SwitchError {
     /// The node is not a switch.
     #[error("node `{0}` is not a switch")]
     NotASwitch(String),
+    /// The switch runs a program given by the caller
+    /// ([`Switch::with_program`]), which a restart cannot load again.
+    #[error("switch `{0}` runs a program built outside its spec; it cannot restart")]
+    NotRestartable(String),
     /// The scheme cannot run on this fabric.
     #[error("scheme `{scheme}` cannot run on this fabric (switch `{switch}`): {why}")]
     Unsupported {
@@ -175,6 +179,17 @@ pub struct SwitchCounters {
     /// Packets the program consumed (its own control and timer packets).
     #[serde(default)]
     pub consumed_by_program: u64,
+    /// Restarts ([`Switch::restart`]). Written only when non-zero, so the
+    /// results of runs without restarts keep their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: u64,
+    /// Frames lost from the queues when the switch restarted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drop_restart: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SwitchCounters {
@@ -189,6 +204,7 @@ impl SwitchCounters {
             + self.drop_program
             + self.drop_tm
             + self.drop_link_down
+            + self.drop_restart
     }
 }
 
@@ -365,6 +381,17 @@ pub struct Switch {
     pfc_scratch: Vec<PfcTransition>,
     counters: SwitchCounters,
     last_program_error: Option<ProgramError>,
+    /// What [`Switch::restart`] builds the switch again from (`None`: a
+    /// program given by the caller).
+    boot_image: Option<Box<BootImage>>,
+}
+
+/// What a switch boots from: its fabric spec and its settings before the
+/// program configured the traffic manager.
+#[derive(Debug, Clone)]
+struct BootImage {
+    node: NodeSpec,
+    cfg: SwitchConfig,
 }
 
 impl std::fmt::Debug for Switch {
@@ -379,7 +406,82 @@ impl Switch {
         let spec = node.as_switch().ok_or_else(|| SwitchError::NotASwitch(node.name.clone()))?;
         let program = schemes::build(&spec.scheme, &spec.effective_params(), spec.time_scale)
             .map_err(|source| SwitchError::Scheme { switch: node.name.clone(), source })?;
-        Self::with_program(id, node, cfg, program)
+        let image = BootImage { node: node.clone(), cfg: cfg.clone() };
+        let mut s = Self::with_program(id, node, cfg, program)?;
+        s.boot_image = Some(Box::new(image));
+        Ok(s)
+    }
+
+    /// Restarts the switch at `now`, as a rebooted ASIC: the program is
+    /// loaded again and the control plane writes its initial entries, so
+    /// every register, table entry the data plane learned, meter, timer
+    /// and queued frame is gone (frames in the queues are counted in
+    /// `drop_restart`). What the switch does not lose: the ports' link
+    /// state (a port that is down stays down, a degraded one keeps its
+    /// rate, and a program that listens to port status hears of both after
+    /// the control-plane latency, as a booting control plane tells it), a
+    /// frame already on the wire (the serializers go on), and weft's
+    /// counters, which observe the switch rather than live in it
+    /// (`restarts` counts the restarts). A program that detects failures
+    /// with the port-down packet generator gets its packet for every port
+    /// that is down, as for a port that just failed. The restarted
+    /// switch's random numbers start again from its seed, as its
+    /// configuration does.
+    ///
+    /// A driver that models the reboot's downtime takes the switch's links
+    /// down before and up after (`weft node SWITCH restart BOOT`).
+    pub fn restart(&mut self, now: Nanos, out: &mut Vec<Transmit>) -> Result<(), SwitchError> {
+        let Some(image) = self.boot_image.take() else { return Err(SwitchError::NotRestartable(self.name.clone())) };
+        let mut fresh = match Self::from_spec(self.id, &image.node, image.cfg.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.boot_image = Some(image);
+                return Err(e);
+            }
+        };
+        let mut lost = 0;
+        let mut pfc = Vec::new();
+        for p in 0..self.ports.len() + 2 {
+            lost += self.tm.flush_port(now, PortId(p as u16), &mut pfc);
+        }
+        fresh.counters = self.counters;
+        fresh.counters.restarts += 1;
+        fresh.counters.drop_restart += lost;
+        for (i, (new, old)) in fresh.ports.iter_mut().zip(self.ports.drain(..)).enumerate() {
+            new.serializer = old.serializer;
+            new.counters = old.counters;
+            new.up = old.up;
+            fresh.port_up[i] = old.up;
+            fresh.port_rates[i] = self.port_rates[i];
+            if fresh.port_status_to_cpu {
+                if !old.up {
+                    fresh.timers.push(Reverse((now + fresh.cfg.cpu_latency_ns, Timer::CpuPortStatus(i as u16, false))));
+                }
+                if self.port_rates[i] != new.spec.rate {
+                    fresh.timers.push(Reverse((now + fresh.cfg.cpu_latency_ns, Timer::CpuPortRate(i as u16, self.port_rates[i]))));
+                }
+            }
+        }
+        // The packet generators start again from now, not from time 0.
+        let timers = std::mem::take(&mut fresh.timers);
+        fresh.timers = timers
+            .into_iter()
+            .map(|Reverse((t, timer))| match timer {
+                Timer::Generator(_) => Reverse((now + t, timer)),
+                _ => Reverse((t, timer)),
+            })
+            .collect();
+        *self = fresh;
+        if let Some(g) = self.port_down {
+            let down: Vec<usize> = (0..self.ports.len()).filter(|&p| !self.port_up[p]).collect();
+            for port in down {
+                let mut f = Self::generator_frame(g.id, g.frame_len.max(ethernet::HEADER_LEN as u16 + 3));
+                f[15..17].copy_from_slice(&(port as u16).to_be_bytes());
+                self.counters.generated += 1;
+                self.ingress(now, PacketSource::Generator(g.id), f, out);
+            }
+        }
+        Ok(())
     }
 
     /// Builds the switch of `node` with an explicit program (tests, custom schemes).
@@ -474,6 +576,7 @@ impl Switch {
             pfc_scratch: Vec::new(),
             counters: SwitchCounters::default(),
             last_program_error: None,
+            boot_image: None,
             cfg,
         })
     }
@@ -490,6 +593,12 @@ impl Switch {
 
     fn cpu_port(&self) -> PortId {
         PortId(self.ports.len() as u16 + 1)
+    }
+
+    /// Whether [`Switch::restart`] can load the switch's program again (it
+    /// was built from its spec).
+    pub fn can_restart(&self) -> bool {
+        self.boot_image.is_some()
     }
 
     /// Node id.

@@ -15,8 +15,12 @@
 //! frames in flight. Each node has at most one live timer event, armed from
 //! its `poll_timeout()` after every input and cancelled lazily (an event
 //! whose generation is not the node's armed one is skipped). Link events of
-//! the topology schedule take links down, up, or change their rate at the
-//! given times.
+//! the topology schedule take links down, up, or change their rate or loss
+//! at the given times; its node events restart switches
+//! ([`weft_core::switch::Switch::restart`]: the switch's links go down and
+//! it loses its state), before the link events of the same instant (their
+//! tags come first), so that a restart whose links come up at the same
+//! instant reboots in no time.
 //!
 //! Parallel runs (conservative synchronisation in windows, as in YAWNS /
 //! the "bounded lag" family): the nodes are split into partitions
@@ -45,7 +49,7 @@ use event_queue::{Event, EventQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent};
+use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent, NodeAction, NodeEvent};
 use weft_core::link_loss::LinkLoss;
 use weft_core::node::{build_nodes, Node, NodeConfig, NodeError};
 use weft_core::switch::Transmit;
@@ -110,6 +114,9 @@ pub struct EngineTotals {
     /// run without loss events writes what it wrote before they existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub link_loss_drops: u64,
+    /// Switches restarted by node events of the schedule.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub node_restarts: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -123,6 +130,7 @@ impl EngineTotals {
         self.host_deliveries += o.host_deliveries;
         self.link_down_drops += o.link_down_drops;
         self.link_loss_drops += o.link_loss_drops;
+        self.node_restarts += o.node_restarts;
     }
 }
 
@@ -140,6 +148,10 @@ pub enum EngineError {
         /// Limit.
         max: u64,
     },
+    /// A node event names a node that cannot restart (a host, or a switch
+    /// whose program was built outside its spec).
+    #[error("node `{0}` cannot restart: only a switch built from its topology spec can")]
+    CannotRestart(String),
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results).
@@ -165,6 +177,10 @@ struct Layout {
     /// The two ends of each link.
     ends: Vec<[(NodeId, PortId); 2]>,
     schedule: Vec<LinkEvent>,
+    /// Node events, each with the links of its node; their tags come
+    /// before the link events' (`link_base`).
+    node_schedule: Vec<(NodeEvent, Vec<LinkId>)>,
+    link_base: u64,
     channel_base: u64,
     timer_base: u64,
 }
@@ -323,9 +339,17 @@ impl Part {
                     }
                 }
                 self.flush(l, node);
+            } else if id < l.link_base {
+                self.now = ev.at;
+                let (ne, _) = &l.node_schedule[id as usize];
+                // Its partition and its neighbours' apply it; its own counts it.
+                if l.place[ne.node.index()].0 == self.index {
+                    n += 1;
+                }
+                self.apply_node_event(l, id as usize);
             } else {
                 self.now = ev.at;
-                let le = l.schedule[id as usize];
+                let le = l.schedule[(id - l.link_base) as usize];
                 // Both ends' partitions apply it; the first end's counts it.
                 if l.place[l.ends[le.link.index()][0].0.index()].0 == self.index {
                     n += 1;
@@ -335,6 +359,28 @@ impl Part {
         }
         self.totals.events += n;
         n
+    }
+
+    /// Applies node event `k` to the ends here of the node's links and,
+    /// in the node's own partition, to the node (the engine checked at
+    /// construction that it can restart). A restart takes every link of
+    /// the switch down (the link events of its reboot bring them up).
+    fn apply_node_event(&mut self, lay: &Layout, k: usize) {
+        let (ne, links) = &lay.node_schedule[k];
+        match ne.action {
+            NodeAction::Restart => {
+                for &link in links {
+                    self.apply_link_event(lay, LinkEvent { at: ne.at, link, action: LinkAction::Down });
+                }
+                if lay.place[ne.node.index()].0 == self.index {
+                    let i = self.local(lay, ne.node);
+                    if self.nodes[i].restart(self.now, &mut self.out).is_ok() {
+                        self.totals.node_restarts += 1;
+                    }
+                    self.flush(lay, ne.node);
+                }
+            }
+        }
     }
 
     fn apply_link_event(&mut self, lay: &Layout, le: LinkEvent) {
@@ -495,12 +541,35 @@ impl Engine {
         let links: Vec<LinkState> =
             fabric.links.iter().map(|l| LinkState { up: true, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
         let ends: Vec<_> = fabric.links.iter().map(|l| [l.a, l.b]).collect();
-        let channel_base = fabric.schedule.len() as u64;
+        for ne in &fabric.node_schedule {
+            match nodes.get(ne.node.index()) {
+                Some(n) if n.can_restart() => {}
+                _ => {
+                    let name = fabric.nodes.get(ne.node.index()).map_or_else(|| ne.node.0.to_string(), |n| n.name.clone());
+                    return Err(EngineError::CannotRestart(name));
+                }
+            }
+        }
+        let link_base = fabric.node_schedule.len() as u64;
+        let channel_base = link_base + fabric.schedule.len() as u64;
         let timer_base = channel_base + channels.len() as u64;
         if timer_base + n as u64 > ID_LIMIT {
             return Err(EngineError::TooLarge { ids: timer_base + n as u64, max: ID_LIMIT });
         }
-        let layout = Layout { place, channel_of, ends, schedule: fabric.schedule.clone(), channel_base, timer_base };
+        let layout = Layout {
+            place,
+            channel_of,
+            ends,
+            schedule: fabric.schedule.clone(),
+            node_schedule: fabric
+                .node_schedule
+                .iter()
+                .map(|ne| (*ne, fabric.nodes.get(ne.node.index()).map_or_else(Vec::new, |n| n.ports.iter().map(|p| p.link).collect())))
+                .collect(),
+            link_base,
+            channel_base,
+            timer_base,
+        };
         let parts = members
             .into_iter()
             .enumerate()
@@ -521,13 +590,25 @@ impl Engine {
             .collect();
         let mut e = Engine { nodes, parts, layout, lookahead: plan.lookahead };
         for (i, ev) in fabric.schedule.iter().enumerate() {
-            let ev = Event { at: ev.at, tag: (i as u64) << GEN_BITS };
+            let ev = Event { at: ev.at, tag: (link_base + i as u64) << GEN_BITS };
             let mut parts_of_ends: Vec<u32> = e.layout.ends[fabric.schedule[i].link.index()]
                 .iter()
                 .filter_map(|(node, _)| e.layout.place.get(node.index()).map(|p| p.0))
                 .collect();
             parts_of_ends.dedup();
             for p in parts_of_ends {
+                e.parts[p as usize].queue.push(ev);
+            }
+        }
+        for (i, (ne, links)) in e.layout.node_schedule.iter().enumerate() {
+            let ev = Event { at: ne.at, tag: (i as u64) << GEN_BITS };
+            let mut parts: Vec<u32> = std::iter::once(ne.node)
+                .chain(links.iter().flat_map(|l| e.layout.ends[l.index()].map(|(n, _)| n)))
+                .filter_map(|n| e.layout.place.get(n.index()).map(|p| p.0))
+                .collect();
+            parts.sort_unstable();
+            parts.dedup();
+            for p in parts {
                 e.parts[p as usize].queue.push(ev);
             }
         }
