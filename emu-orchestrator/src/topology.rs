@@ -744,6 +744,9 @@ impl Topology {
             schemes.into_iter().collect::<Vec<_>>().join("/"),
             f.schedule.len()
         );
+        if !f.node_schedule.is_empty() {
+            s.push_str(&format!(", {} switch restarts", f.node_schedule.len()));
+        }
         if let Some(o) = self.oversubscription() {
             s.push_str(&format!(", leaf oversubscription {o:.2}:1"));
         }

@@ -204,6 +204,7 @@ fn switch_events_take_every_link_down_or_up_or_restart_the_switch() {
     // leaf0: 2 hosts and 2 spines, up again after the boot.
     assert_eq!(t.fabric.schedule.len(), 4);
     assert!(t.fabric.schedule.iter().all(|e| e.action == LinkAction::Up && e.at == 1_250_000));
+    assert!(t.describe().contains("4 scheduled link events, 1 switch restarts"), "{}", t.describe());
     for (text, want) in [
         (ev("h0", "restart", ""), "is a host"),
         (ev("spine9", "down", ""), "does not exist"),
