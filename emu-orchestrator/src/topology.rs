@@ -21,7 +21,7 @@
 use crate::units::{parse_duration, parse_rate, parse_size};
 use emu_node::fabric::{
     host_mac, switch_link_mtu, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeAction, NodeEvent, NodeKind, SwitchRole,
-    SwitchSpec, MAX_MTU,
+    SwitchSpec, MAX_MTU, MAX_NODES,
 };
 use emu_node::ids::{LinkId, NodeId};
 use emu_node::schemes::Params;
@@ -837,6 +837,17 @@ fn generate(cx: &Ctx, g: &Spanned<RawGenerator>, sw: &SwitchSettings, hkind: Hos
                 return cx.err(
                     g.span(),
                     format!("k = {k} with oversubscription {} gives {hpe} hosts per edge switch (1..250)", over.unwrap_or(1.0)),
+                );
+            }
+            // Checked before anything is built: a fabric over the limit
+            // would take seconds and gigabytes to build and then fail.
+            let nodes = (half * half + k * k + k * half * hpe) as usize;
+            if nodes > MAX_NODES {
+                return cx.err(
+                    g.span(),
+                    format!(
+                        "k = {k} with {hpe} hosts per edge switch makes {nodes} nodes: at most {MAX_NODES} (switch MACs and addresses carry a 16-bit node id)"
+                    ),
                 );
             }
             let fabric = match &r.fabric_link {

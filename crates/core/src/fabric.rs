@@ -324,6 +324,10 @@ pub fn switch_link_mtu(host_mtu: u16) -> u16 {
     (host_mtu as usize + weft_wire::vxlan::OVERLAY_LEN).min(MAX_MTU as usize) as u16
 }
 
+/// The most nodes a fabric may have: switch MACs ([`switch_port_mac`]) and
+/// addresses ([`switch_address`]) carry a 16-bit node id.
+pub const MAX_NODES: usize = 1 << 16;
+
 /// MAC of port `port` of switch `node`: 02:57:nn:nn:pp:pp.
 pub fn switch_port_mac(node: NodeId, port: PortId) -> EthernetAddress {
     let n = node.0.to_be_bytes();
@@ -539,6 +543,12 @@ impl FabricSpec {
 
     /// Checks the invariants of the module doc.
     pub fn validate(&self) -> Result<(), FabricError> {
+        if self.nodes.len() > MAX_NODES {
+            return Err(FabricError(format!(
+                "{} nodes: at most {MAX_NODES} (switch MACs and addresses carry a 16-bit node id)",
+                self.nodes.len()
+            )));
+        }
         let mut macs = BTreeMap::new();
         let mut ips = BTreeMap::new();
         for (i, node) in self.nodes.iter().enumerate() {
@@ -571,5 +581,22 @@ impl FabricSpec {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fabric_of_more_nodes_than_a_16_bit_id_is_refused() {
+        let mut f = FabricSpec::default();
+        let sw = || NodeKind::Switch(SwitchSpec::new(SwitchRole::Leaf, "ecmp"));
+        for i in 0..MAX_NODES {
+            f.add_node(format!("s{i}"), sw());
+        }
+        assert!(f.validate().is_ok());
+        f.add_node("one-too-many", sw());
+        assert!(f.validate().is_err_and(|e| e.0.contains("65537 nodes: at most 65536")));
     }
 }
