@@ -38,6 +38,14 @@ pub enum ControlError {
     /// Oversized message.
     #[error("control message of {0} bytes exceeds the limit")]
     TooLarge(usize),
+    /// A frame with bytes after its message.
+    #[error("malformed control message: {used} of its {len} bytes make a message")]
+    Trailing {
+        /// Bytes the message took.
+        used: usize,
+        /// Bytes of the frame.
+        len: usize,
+    },
     /// Stream read failed.
     #[error("control stream: {0}")]
     Read(#[from] quinn::ReadExactError),
@@ -146,10 +154,14 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ControlError> {
 /// Decodes one message body (without the length prefix). The decoder may
 /// claim at most [`MAX_MESSAGE`] bytes for the collections a message
 /// announces: without that limit six bytes announcing a 4 GiB vector make
-/// it allocate 4 GiB (found by the `control_messages` fuzz target).
+/// it allocate 4 GiB (found by the `control_messages` fuzz target). A body
+/// with bytes after its message is refused: a frame holds one message.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ControlError> {
     let config = bincode::config::standard().with_limit::<MAX_MESSAGE>();
-    let (v, _) = bincode::serde::decode_from_slice(body, config)?;
+    let (v, used) = bincode::serde::decode_from_slice(body, config)?;
+    if used != body.len() {
+        return Err(ControlError::Trailing { used, len: body.len() });
+    }
     Ok(v)
 }
 
@@ -200,9 +212,21 @@ mod tests {
 
     #[test]
     fn a_message_announcing_a_huge_collection_is_refused_without_allocating_it() {
-        // Fuzz finding: `Plan` whose first vector claims ~4 G elements.
-        let body = [0x05, 0xfc, 0xd0, 0x2c, 0x00, 0xfb];
-        assert!(matches!(decode::<ToNode>(&body), Err(ControlError::Decode(_))));
-        assert!(decode::<ToOrchestrator>(&body).is_err());
+        // Fuzz finding: six bytes whose string claims ~4 G bytes (it was a
+        // `Capture` path when `Capture` was variant 5). Built from the
+        // variant's own encoding, so that new variants do not move it: a
+        // `Capture` of link 3 whose path length says 0xf000_0000.
+        let capture = encode(&ToNode::Capture { link: LinkId(3), path: String::new(), count: 0 }).unwrap();
+        let body = [capture[4], 0x03, 0xfc, 0x00, 0x00, 0x00, 0xf0];
+        let refused = decode::<ToNode>(&body);
+        assert!(matches!(refused, Err(ControlError::Decode(bincode::error::DecodeError::LimitExceeded))), "{refused:?}");
+    }
+
+    #[test]
+    fn a_frame_with_bytes_after_its_message_is_refused() {
+        let mut ok = encode(&ToNode::ReportNow).unwrap();
+        assert!(matches!(decode::<ToNode>(&ok[4..]), Ok(ToNode::ReportNow)));
+        ok.push(0);
+        assert!(matches!(decode::<ToNode>(&ok[4..]), Err(ControlError::Trailing { used: 1, len: 2 })));
     }
 }
