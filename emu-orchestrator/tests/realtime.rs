@@ -671,46 +671,34 @@ fn run_pair_flow(topo: &Path, clock: &str, nodes: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
 
+/// A topology file in a fresh temporary directory: one switch `l0`
+/// running `scheme` between hosts `a0` and `a1` on 1 Gbit/s links, and
+/// `events`; returns its path.
+fn one_path_topology(tag: &str, scheme: &str, events: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique(tag));
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = dir.join("t.toml");
+    let text = format!(
+        "name = \"{tag}\"\n[switches]\nscheme = \"{scheme}\"\n[[switch]]\nname = \"l0\"\nrole = \"leaf\"\n\
+         [[host]]\nname = \"a0\"\n[[host]]\nname = \"a1\"\n\
+         [[link]]\na = \"a0\"\nb = \"l0\"\nrate = \"1Gbps\"\n[[link]]\na = \"l0\"\nb = \"a1\"\nrate = \"1Gbps\"\n{events}"
+    );
+    std::fs::write(&topo, text).unwrap();
+    topo
+}
+
 #[test]
 fn topology_link_schedule_applies_in_real_time() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // One path a0 - l0 - a1 at 1 Gbit/s; the l0-a1 link fails at 5 ms of
     // fabric time and comes back at 200 ms. A 4 MB UDP flow takes ~33 ms:
     // what is sent between 5 and 200 ms is lost.
-    let dir = std::env::temp_dir().join(unique("sched"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let topo = dir.join("t.toml");
-    std::fs::write(
-        &topo,
-        r#"name = "sched"
-[switches]
-scheme = "ecmp"
-[[switch]]
-name = "l0"
-role = "leaf"
-[[host]]
-name = "a0"
-[[host]]
-name = "a1"
-[[link]]
-a = "a0"
-b = "l0"
-rate = "1Gbps"
-[[link]]
-a = "l0"
-b = "a1"
-rate = "1Gbps"
-[[events]]
-at = "5ms"
-link = "l0-a1"
-action = "down"
-[[events]]
-at = "200ms"
-link = "l0-a1"
-action = "up"
-"#,
-    )
-    .unwrap();
+    let topo = one_path_topology(
+        "sched",
+        "ecmp",
+        "[[events]]\nat = \"5ms\"\nlink = \"l0-a1\"\naction = \"down\"\n[[events]]\nat = \"200ms\"\nlink = \"l0-a1\"\naction = \"up\"\n",
+    );
+    let dir = topo.parent().unwrap().to_path_buf();
     let v = run_pair_flow(&topo, "virtual", "0");
     let r = run_pair_flow(&topo, "real", "0");
     let _ = std::fs::remove_dir_all(&dir);
@@ -1853,17 +1841,8 @@ fn weft_node_takes_a_switch_down_and_up_and_restarts_it() {
 #[test]
 fn topology_restart_schedule_applies_in_both_clocks() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(unique("restart"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let topo = dir.join("t.toml");
-    std::fs::write(
-        &topo,
-        "name = \"restart\"\n[switches]\nscheme = \"letflow\"\n[[switch]]\nname = \"l0\"\nrole = \"leaf\"\n\
-         [[host]]\nname = \"a0\"\n[[host]]\nname = \"a1\"\n\
-         [[link]]\na = \"a0\"\nb = \"l0\"\nrate = \"1Gbps\"\n[[link]]\na = \"l0\"\nb = \"a1\"\nrate = \"1Gbps\"\n\
-         [[events]]\nat = \"5ms\"\nnode = \"l0\"\naction = \"restart\"\nboot = \"195ms\"\n",
-    )
-    .unwrap();
+    let topo = one_path_topology("restart", "letflow", "[[events]]\nat = \"5ms\"\nnode = \"l0\"\naction = \"restart\"\nboot = \"195ms\"\n");
+    let dir = topo.parent().unwrap().to_path_buf();
     let runs = [("virtual", "0"), ("real", "0"), ("real", "1")].map(|(c, n)| (c, n, run_pair_flow(&topo, c, n)));
     let _ = std::fs::remove_dir_all(&dir);
     for (clock, nodes, s) in &runs {
