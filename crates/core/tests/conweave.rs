@@ -382,3 +382,87 @@ fn resources_fit_tofino2_and_are_reported() {
     let text = format!("{r}");
     assert!(text.contains("SALU"), "{text}");
 }
+
+/// The destination ToR of `lost_tail` with a shared buffer of exactly the
+/// cells one held data packet takes, and the recirculation queue's
+/// guaranteed minimum set to `recirculation_min_cells`.
+fn switch_with_a_full_buffer(f: &FabricSpec, recirculation_min_cells: u32) -> Switch {
+    let held_len = marked(f, 1, 1, 3, bits(1, 0, true, false), 4_096, 2_048).len() as u64;
+    let mut cfg = SwitchConfig { snapshot_period_ns: 0, ..SwitchConfig::tofino2(7, true) };
+    let cell = cfg.target.cell_bytes as u64;
+    cfg.tm.buffer_bytes = held_len.div_ceil(cell) * cell;
+    cfg.target.recirculation_min_cells = recirculation_min_cells;
+    Switch::with_program(NodeId(1), &f.nodes[1], cfg, Box::new(ConWeave::from_params(&Params::new()).unwrap())).unwrap()
+}
+
+/// OLD psn 0 and 1 (to the host at once), then REROUTED psn 3 held in a
+/// paused reorder queue, where it fills the whole shared buffer.
+fn hold_one_packet_in_a_full_buffer(f: &FabricSpec, s: &mut Switch, out: &mut Vec<Transmit>) {
+    s.handle_frame(0, PortId(0), marked(f, 1, 0, 0, bits(0, 0, false, false), 0, 0), out);
+    s.handle_frame(1_000, PortId(0), marked(f, 1, 0, 1, bits(0, 0, false, false), 1_024, 0), out);
+    run(s, 3_000, out);
+    s.handle_frame(3_000, PortId(1), marked(f, 1, 1, 3, bits(1, 0, true, false), 4_096, 2_048), out);
+    assert_eq!(s.traffic_manager().used_cells(), s.traffic_manager().total_cells(), "the held packet fills the buffer");
+}
+
+fn delivered_at(out: &[Transmit], psn_wanted: u32) -> Option<Nanos> {
+    out.iter().find(|t| t.port == HOST_PORT && psn(&t.frame) == psn_wanted).map(|t| t.start)
+}
+
+/// The T_resume timer packet circles the recirculation port while its
+/// queue holds packets. With the held packets filling the shared buffer,
+/// the recirculation queue's guaranteed minimum is what keeps it alive:
+/// without one the timer is dropped at its next pass and the queue never
+/// resumes (the lossless AliStorage 80 % run froze that way).
+#[test]
+fn the_resume_timer_survives_a_full_buffer_through_the_recirculation_minimum() {
+    let f = leaf_pair(1, 2, BitRate::gbps(100));
+    let mut s = switch_with_a_full_buffer(&f, TargetProfile::tofino2().recirculation_min_cells);
+    let mut out = vec![];
+    hold_one_packet_in_a_full_buffer(&f, &mut s, &mut out);
+    run(&mut s, 1_000_000, &mut out);
+    let t_resume = 1_000 + 1_024 + 16_000;
+    let left = delivered_at(&out, 3).expect("the timer resumed the queue");
+    assert!(left >= t_resume && left < t_resume + 1_200, "left at {left}, T_resume {t_resume}");
+    assert_eq!(s.counters().drop_recirculation, 0);
+    assert_eq!(counter(&s, "conweave_resume_expiries"), 1);
+    assert_eq!(s.counters().recirculations, counter(&s, "conweave_timer_passes"), "every timer pass came back");
+    assert!(s.poll_timeout().is_none(), "nothing left circling");
+
+    // Without the minimum the same timer is lost and the packet stays.
+    let mut s = switch_with_a_full_buffer(&f, 0);
+    let mut out = vec![];
+    hold_one_packet_in_a_full_buffer(&f, &mut s, &mut out);
+    run(&mut s, 1_000_000, &mut out);
+    assert!(s.counters().drop_recirculation > 0);
+    assert_eq!(delivered_at(&out, 3), None);
+    let tm = s.traffic_manager();
+    let paused: Vec<u8> = (1..31).filter(|q| tm.is_paused(HOST_PORT, QueueId(*q))).collect();
+    assert_eq!(paused.len(), 1, "the reorder queue stays paused");
+    assert_eq!(tm.queue_len(HOST_PORT, QueueId(paused[0])), 1, "holding psn 3");
+}
+
+/// The TAIL resumes its held queue when it leaves egress. A TAIL that the
+/// traffic manager drops after ingress classified it (a lossy fabric with
+/// a full buffer) never leaves: the timer then resumes the queue
+/// θ_resume_default + θ_resume_extra after the TAIL's arrival.
+#[test]
+fn a_tail_dropped_inside_the_switch_lets_the_timer_resume_its_queue() {
+    let f = leaf_pair(1, 2, BitRate::gbps(100));
+    let mut s = switch_with_a_full_buffer(&f, TargetProfile::tofino2().recirculation_min_cells);
+    let mut out = vec![];
+    hold_one_packet_in_a_full_buffer(&f, &mut s, &mut out);
+    run(&mut s, 5_000, &mut out);
+    s.handle_frame(5_000, PortId(0), marked(&f, 1, 0, 2, bits(0, 0, false, true), 2_048, 0), &mut out);
+    // The TAIL, and the CLEAR it sent towards the source ToR (which then
+    // starts its next epoch after θ_inactive), found the buffer full.
+    assert_eq!(s.counters().drop_tm, 2);
+    assert_eq!(controls(&out), vec![]);
+    run(&mut s, 1_000_000, &mut out);
+    let deadline = 5_000 + 200_000 + 16_000;
+    let left = delivered_at(&out, 3).expect("the timer resumed the queue");
+    assert!(left >= deadline && left < deadline + 1_200, "left at {left}, deadline {deadline}");
+    assert_eq!(counter(&s, "conweave_resume_after_tail_deadline"), 1);
+    assert_eq!(counter(&s, "conweave_resume_expiries"), 0, "a TAIL arrived: T_resume does not expire the queue");
+    assert!(s.poll_timeout().is_none(), "the queue emptied, its timer retired");
+}

@@ -96,7 +96,7 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_switch_ecn_marks_total", C, SWITCH, "frames", "Frames marked CE by the switch."),
     m("weft_switch_program_errors_total", C, SWITCH, "errors", "Runtime errors of the loaded program (register rule violations); the packet is dropped."),
     m("weft_switch_consumed_by_program_total", C, SWITCH, "frames", "Frames the program consumed (control packets; not drops)."),
-    m("weft_switch_drops_total", C, SWITCH_CAUSE, "frames", "Frames the switch dropped; cause = malformed | oversize | unknown_ethertype | not_for_us | ttl | no_route | program | tm | link_down | restart (queued when the switch restarted)."),
+    m("weft_switch_drops_total", C, SWITCH_CAUSE, "frames", "Frames the switch dropped; cause = malformed | oversize | unknown_ethertype | not_for_us | ttl | no_route | program | tm | link_down | restart (queued when the switch restarted) | recirculation (a recirculated packet, e.g. a timer, refused beyond the recirculation queue's guaranteed minimum)."),
     m("weft_switch_restarts_total", C, SWITCH, "restarts", "Restarts of the switch (`weft node SWITCH restart`, a restart event): each lost the switch's register state."),
     m("weft_switch_buffer_used_bytes", G, SWITCH, "bytes", "Shared buffer in use now (cells × cell size)."),
     m("weft_switch_buffer_peak_bytes", G, SWITCH, "bytes", "Largest shared buffer use so far."),

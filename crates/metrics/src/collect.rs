@@ -283,6 +283,7 @@ impl NodeMetrics {
             ("tm", c.drop_tm),
             ("link_down", c.drop_link_down),
             ("restart", c.drop_restart),
+            ("recirculation", c.drop_recirculation),
         ] {
             out.counter("weft_switch_drops_total", &[("switch", name), ("scheme", scheme), ("cause", cause)], n);
         }

@@ -46,8 +46,21 @@ pub struct TargetProfile {
     pub recirculation_rate: BitRate,
     /// Latency of one recirculation (back to ingress), ns.
     pub recirculation_latency_ns: u64,
+    /// Guaranteed minimum of the recirculation port's queue, in cells, from
+    /// the traffic manager's MIN pool (Tofino's per-queue guaranteed
+    /// minimum, open-p4studio `traffic_mgr_q_intf.h`,
+    /// `bf_tm_q_guaranteed_min_limit_set`): packets a program recirculates
+    /// (its timers) are admitted within it whatever the shared pool holds.
+    /// 2 048 cells hold one timer packet for every reorder queue of a
+    /// 64-port ConWeave switch at once.
+    #[serde(default = "default_recirculation_min_cells")]
+    pub recirculation_min_cells: u32,
     /// CPU (PCIe) port rate.
     pub cpu_port_rate: BitRate,
+}
+
+fn default_recirculation_min_cells() -> u32 {
+    2048
 }
 
 impl TargetProfile {
@@ -73,6 +86,7 @@ impl TargetProfile {
             cell_bytes: 176,
             recirculation_rate: BitRate::gbps(400),
             recirculation_latency_ns: 1_000,
+            recirculation_min_cells: default_recirculation_min_cells(),
             cpu_port_rate: BitRate::gbps(25),
         }
     }

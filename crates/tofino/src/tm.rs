@@ -3,8 +3,9 @@
 //!
 //! Invariants:
 //! - every queued packet's cells are counted once in the shared buffer, in
-//!   its queue, and (if it came from a front-panel port) in the ingress
-//!   port/priority counter used for PFC; dequeue and drop release all three
+//!   its queue, and (if it came from a front-panel port) in the counter of
+//!   its ingress port and ingress CoS used for PFC; dequeue and drop release
+//!   all three
 //!   (with [`TmConfig::held_outside_pfc`], a packet enqueued into a queue the
 //!   pipeline paused enters the ingress counter only when that queue
 //!   resumes, and is released from it only if it entered);
@@ -15,8 +16,27 @@
 //!   (already in the dequeue pipeline), then nothing until resumed;
 //! - a queue whose PFC class was paused by a received pause frame is not
 //!   served until the pause expires or is cancelled;
+//! - PFC accounting and pause generation follow the packet's **ingress
+//!   CoS** ([`Arrival::cos`]: the priority it arrived with), whatever queue
+//!   the pipeline put it in; the queue's own `pfc_class` only says which
+//!   received pauses stop that queue. A Tofino keeps the two apart the same
+//!   way: `ig_intr_md_for_tm.ingress_cos` picks the packet's PPG, whose
+//!   counters assert PFC (open-p4studio `traffic_mgr_ppg_intf.h`,
+//!   `bf_tm_ppg_icos_mapping_set`), while a queue's PFC priority is a
+//!   separate mapping for received pauses (`traffic_mgr_q_intf.h`,
+//!   `bf_tm_q_pfc_cos_mapping_set`). A program that moves traffic into
+//!   queues of another class (ConWeave's reorder queues) therefore still
+//!   pauses the right priority upstream;
 //! - lossless classes (PFC enabled) are never dropped by the egress dynamic
 //!   threshold, only when the whole buffer is full (counted separately);
+//! - a queue given a guaranteed minimum ([`TrafficManager::set_guaranteed_min`],
+//!   Tofino's per-queue `gmin` from the MIN pool, open-p4studio
+//!   `traffic_mgr_q_intf.h`, `bf_tm_q_guaranteed_min_limit_set`) admits a
+//!   packet that fits in what is left of it without any shared-pool check:
+//!   those cells come from the MIN pool, outside the shared buffer, and
+//!   return to it at dequeue. weft gives one only to the recirculation
+//!   port's queue (the programs' timer packets), so a full shared buffer
+//!   cannot drop a timer;
 //! - ECN (RED: Kmin, Kmax, Pmax) is decided at dequeue on the queue depth
 //!   including the departing packet.
 //!
@@ -270,6 +290,19 @@ impl TmConfig {
     }
 }
 
+/// Where a packet entered the switch, for the ingress (PFC) accounting: a
+/// front-panel port and the packet's ingress CoS, the priority class its
+/// sender transmitted it with (Tofino's `ingress_cos`, which selects the
+/// PPG). Packets the switch made itself (generated, recirculated, emitted
+/// by the program) have none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Front-panel port it came in on.
+    pub port: PortId,
+    /// Priority class (0..=7) it is accounted to and paused by upstream.
+    pub cos: u8,
+}
+
 /// A packet in a queue, with the intrinsic metadata the TM keeps.
 #[derive(Debug)]
 pub struct QueuedPacket {
@@ -277,7 +310,8 @@ pub struct QueuedPacket {
     pub frame: BytesMut,
     /// Port it came in on (`None` for generated/recirculated/CPU packets).
     pub ingress_port: Option<PortId>,
-    /// PFC class used for ingress accounting.
+    /// Ingress CoS: the PFC class of its ingress accounting
+    /// ([`Arrival::cos`]).
     pub pfc_class: u8,
     /// Enqueue time.
     pub enq_ts: Nanos,
@@ -294,6 +328,9 @@ pub struct QueuedPacket {
     /// [`TmConfig::held_outside_pfc`]: held by a pipeline pause, so not yet
     /// in the ingress (PFC) accounting.
     ingress_pending: bool,
+    /// Its cells come from the queue's guaranteed minimum (MIN pool), not
+    /// from the shared buffer.
+    from_min: bool,
 }
 
 /// ns-3 model: a packet held for a pipeline-paused queue outside the buffer
@@ -301,7 +338,7 @@ pub struct QueuedPacket {
 #[derive(Debug)]
 struct VoqPacket {
     frame: BytesMut,
-    ingress_port: Option<PortId>,
+    arrival: Option<Arrival>,
     bridged: u32,
 }
 
@@ -345,6 +382,10 @@ struct Queue {
     paused: bool,
     leak: u32,
     stats: QueueStats,
+    /// Guaranteed minimum in cells ([`TrafficManager::set_guaranteed_min`]).
+    gmin_cells: u64,
+    /// Cells of the guaranteed minimum in use.
+    min_used_cells: u64,
     /// ns-3 model only: packets held while the pipeline paused the queue,
     /// outside every buffer count until [`TrafficManager::resume_queue`].
     voq: VecDeque<VoqPacket>,
@@ -542,6 +583,8 @@ impl TrafficManager {
                             paused: false,
                             leak: 0,
                             stats: QueueStats::default(),
+                            gmin_cells: 0,
+                            min_used_cells: 0,
                             voq: VecDeque::new(),
                             voq_bytes: 0,
                         })
@@ -592,6 +635,10 @@ impl TrafficManager {
 
     /// Admits `frame` to `queue` of `port`. On success PFC transitions (XOFF)
     /// may be appended to `pfc`. `queue` is clamped to the port's queues.
+    /// A packet from `ingress_port` is accounted to the queue's own PFC
+    /// class (a packet whose priority selected its queue); use
+    /// [`TrafficManager::enqueue_bridged`] with an [`Arrival`] when the
+    /// pipeline chose a queue of another class.
     pub fn enqueue(
         &mut self,
         now: Nanos,
@@ -601,12 +648,15 @@ impl TrafficManager {
         ingress_port: Option<PortId>,
         pfc: &mut Vec<PfcTransition>,
     ) -> Result<(), (DropReason, BytesMut)> {
-        self.enqueue_bridged(now, port, queue, frame, ingress_port, 0, pfc)
+        let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
+        let arrival = ingress_port.map(|port| Arrival { port, cos: self.cfg.queues[qi].pfc_class });
+        self.enqueue_bridged(now, port, queue, frame, arrival, 0, pfc)
     }
 
-    /// [`TrafficManager::enqueue`] with metadata that travels with the
-    /// packet and comes back in [`Dequeued::pkt`] (`bridged`): a dropped
-    /// packet takes its metadata with it.
+    /// [`TrafficManager::enqueue`] for a packet that arrived as `arrival`
+    /// says (its ingress accounting, whatever `queue` is), with metadata
+    /// that travels with the packet and comes back in [`Dequeued::pkt`]
+    /// (`bridged`): a dropped packet takes its metadata with it.
     #[allow(clippy::too_many_arguments)]
     pub fn enqueue_bridged(
         &mut self,
@@ -614,12 +664,13 @@ impl TrafficManager {
         port: PortId,
         queue: QueueId,
         frame: BytesMut,
-        ingress_port: Option<PortId>,
+        arrival: Option<Arrival>,
         bridged: u32,
         pfc: &mut Vec<PfcTransition>,
     ) -> Result<(), (DropReason, BytesMut)> {
         let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
-        let class = self.cfg.queues[qi].pfc_class;
+        let class = arrival.map_or(self.cfg.queues[qi].pfc_class, |a| a.cos & 7);
+        let ingress_port = arrival.map(|a| a.port);
         let cells = self.cells_of(frame.len());
         let lossless = self.is_lossless(class);
         let free = self.total_cells.saturating_sub(self.used_cells);
@@ -631,10 +682,12 @@ impl TrafficManager {
             // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
             // the VOQ holds the packet outside the MMU, no check, no count.
             q.voq_bytes += len;
-            q.voq.push_back(VoqPacket { frame, ingress_port, bridged });
+            q.voq.push_back(VoqPacket { frame, arrival, bridged });
             return Ok(());
         }
-        if cells as u64 > free {
+        // Within the queue's guaranteed minimum: the MIN pool, no shared check.
+        let from_min = q.min_used_cells + cells as u64 <= q.gmin_cells;
+        if !from_min && cells as u64 > free {
             q.stats.drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
         }
@@ -642,7 +695,7 @@ impl TrafficManager {
             q.stats.drops_threshold += 1;
             return Err((DropReason::QueueLimit, frame));
         }
-        let mmu_counted = self.ns3.is_some() && !control;
+        let mmu_counted = self.ns3.is_some() && !control && !from_min;
         let ingress_pending = !control && q.paused && self.cfg.held_outside_pfc;
         if let Some(n3) = &self.ns3 {
             if !control && !n3.egress_admits(q.bytes, len, self.cfg.egress_alpha) {
@@ -655,7 +708,7 @@ impl TrafficManager {
                     return Err((DropReason::BufferFull, frame));
                 }
             }
-        } else if !lossless && (q.cells + cells as u64) as f64 > self.cfg.egress_alpha * free as f64 {
+        } else if !lossless && !from_min && (q.cells + cells as u64) as f64 > self.cfg.egress_alpha * free as f64 {
             q.stats.drops_threshold += 1;
             return Err((DropReason::DynamicThreshold, frame));
         }
@@ -678,9 +731,14 @@ impl TrafficManager {
             cells,
             mmu_counted,
             ingress_pending,
+            from_min,
         });
-        self.used_cells += cells as u64;
-        self.max_used_cells = self.max_used_cells.max(self.used_cells);
+        if from_min {
+            q.min_used_cells += cells as u64;
+        } else {
+            self.used_cells += cells as u64;
+            self.max_used_cells = self.max_used_cells.max(self.used_cells);
+        }
         // (Held outside the PFC accounting: counted at resume_queue.)
         if let Some(ip) = ingress_port.filter(|_| !ingress_pending) {
             let c = &mut self.ingress_cells[ip.index()][class as usize];
@@ -760,6 +818,7 @@ impl TrafficManager {
             cells: cells as u32,
             mmu_counted: false,
             ingress_pending: false,
+            from_min: false,
         };
         Ok(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth: len })
     }
@@ -816,6 +875,9 @@ impl TrafficManager {
         let len = pkt.frame.len() as u64;
         q.bytes -= len;
         q.cells -= pkt.cells as u64;
+        if pkt.from_min {
+            q.min_used_cells -= pkt.cells as u64;
+        }
         q.stats.tx_packets += 1;
         q.stats.tx_bytes += len;
         p.bytes -= len;
@@ -936,11 +998,21 @@ impl TrafficManager {
         self.ports[port.index()].held &= !(1u128 << queue.0);
         let mut dropped = 0;
         for v in voq {
-            if self.enqueue_bridged(now, port, queue, v.frame, v.ingress_port, v.bridged, pfc).is_err() {
+            if self.enqueue_bridged(now, port, queue, v.frame, v.arrival, v.bridged, pfc).is_err() {
                 dropped += 1;
             }
         }
         dropped
+    }
+
+    /// Gives `queue` of `port` a guaranteed minimum of `cells` from the MIN
+    /// pool (Tofino's `bf_tm_q_guaranteed_min_limit_set`): a packet that
+    /// fits in what is left of it is admitted whatever the shared buffer
+    /// holds, and its cells are not counted in the shared buffer.
+    pub fn set_guaranteed_min(&mut self, port: PortId, queue: QueueId, cells: u32) {
+        if let Some(q) = self.ports.get_mut(port.index()).and_then(|p| p.queues.get_mut(queue.0 as usize)) {
+            q.gmin_cells = cells as u64;
+        }
     }
 
     /// Whether the pipeline paused `queue` of `port`.
@@ -1061,6 +1133,9 @@ impl TrafficManager {
                 let before = q.bytes;
                 q.bytes -= len;
                 q.cells -= pkt.cells as u64;
+                if pkt.from_min {
+                    q.min_used_cells -= pkt.cells as u64;
+                }
                 q.stats.drops_buffer_full += 1;
                 p.bytes -= len;
                 if let Some(n3) = self.ns3.as_mut().filter(|_| pkt.mmu_counted) {
@@ -1077,7 +1152,9 @@ impl TrafficManager {
     }
 
     fn release(&mut self, now: Nanos, pkt: &QueuedPacket, pfc: &mut Vec<PfcTransition>) {
-        self.used_cells -= pkt.cells as u64;
+        if !pkt.from_min {
+            self.used_cells -= pkt.cells as u64;
+        }
         let Some(ip) = pkt.ingress_port else { return };
         if pkt.ingress_pending {
             // Left a paused queue (leak) before the Tofino accounting saw it.
@@ -1508,6 +1585,63 @@ mod tests {
             t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap();
         }
         assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: false }]);
+    }
+
+    /// A program may put a packet in a queue of another class (ConWeave's
+    /// reorder queues, its queue 0 towards hosts): the pause must still name
+    /// the priority the packet arrived with, or its sender never stops.
+    #[test]
+    fn pfc_follows_the_ingress_cos_not_the_queue_the_packet_waits_in() {
+        let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
+        cfg.pfc = Some(PfcConfig { classes: 0xff, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100 });
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        let class3 = Some(Arrival { port: PortId(2), cos: 3 });
+        while pfc.is_empty() {
+            t.enqueue_bridged(0, PortId(0), QueueId(5), frame(1000), class3, 0, &mut pfc).unwrap();
+        }
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 3, pause: true }], "XOFF for class 3, not queue 5's class 5");
+        assert!(t.xoff_asserted(PortId(2), 3) && !t.xoff_asserted(PortId(2), 5));
+        pfc.clear();
+        while pfc.is_empty() {
+            t.dequeue(0, PortId(0), &mut rng, &mut pfc).unwrap();
+        }
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 3, pause: false }]);
+        // A received pause stops the queues mapped to its priority: a pause
+        // for class 3 stops queue 3, not queue 5.
+        for q in [3, 5] {
+            t.enqueue(0, PortId(1), QueueId(q), frame(1000), None, &mut pfc).unwrap();
+        }
+        t.pfc_receive(PortId(1), 3, 1_000);
+        assert_eq!(t.dequeue(0, PortId(1), &mut rng, &mut pfc).map(|d| d.queue), Some(QueueId(5)));
+        assert!(t.dequeue(0, PortId(1), &mut rng, &mut pfc).is_none(), "queue 3 is paused");
+    }
+
+    /// A guaranteed minimum (Tofino's queue gmin, from the MIN pool) admits
+    /// within it when the shared buffer is full, outside the shared count.
+    #[test]
+    fn a_guaranteed_minimum_admits_when_the_shared_buffer_is_full() {
+        let mut cfg = TmConfig::standard(8, 10_000, 100, None);
+        cfg.egress_alpha = 1e6;
+        let mut t = tm(cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        t.set_guaranteed_min(PortId(3), QueueId(7), 3);
+        // Fill the shared buffer (100 cells) from port 0.
+        while t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).is_ok() {}
+        let shared = t.used_cells();
+        assert_eq!(shared, t.total_cells());
+        assert!(t.enqueue(0, PortId(1), QueueId(7), frame(100), None, &mut pfc).is_err(), "no minimum: dropped");
+        for _ in 0..3 {
+            t.enqueue(0, PortId(3), QueueId(7), frame(100), None, &mut pfc).expect("within the minimum");
+        }
+        assert_eq!(t.used_cells(), shared, "the minimum is not counted in the shared buffer");
+        assert!(t.enqueue(0, PortId(3), QueueId(7), frame(100), None, &mut pfc).is_err(), "beyond the minimum: dropped");
+        assert!(t.dequeue(0, PortId(3), &mut rng, &mut pfc).is_some());
+        t.enqueue(0, PortId(3), QueueId(7), frame(100), None, &mut pfc).expect("a departure returns its cell to the minimum");
+        while t.dequeue(0, PortId(3), &mut rng, &mut pfc).is_some() {}
+        assert_eq!(t.used_cells(), shared);
     }
 
     /// Packets of a pipeline-paused queue from ingress port 2: how many

@@ -42,7 +42,36 @@ pub fn link_down(link: &str, down: &str, up: Option<&str>) -> String {
 
 pub fn run(topology_text: &str, opts: &RunOptions) -> RunOutcome {
     let topo = Topology::parse("test.toml", topology_text).expect("topology");
-    experiment::run(&topo, opts, &mut |_, _| {}).expect("run")
+    let outcome = experiment::run(&topo, opts, &mut |_, _| {}).expect("run");
+    check_invariants(opts, &outcome);
+    outcome
+}
+
+/// What holds in every run of these tests, so in every lossless test and
+/// every digest run:
+/// - a lossless fabric (PFC on, weft's Tofino2 traffic manager) drops no
+///   packet for buffer (the ns-3 buffer model follows the authors' rules,
+///   which drop beyond their pool);
+/// - no switch drops a recirculated packet (a program's timer): ConWeave's
+///   T_resume timer keeps circling while its reorder queue holds packets;
+/// - a run that ended with nothing left to do (no `--until` cut, no switch
+///   restart) got every ConWeave timer pass back: none was lost, none
+///   circles a queue that never drains.
+pub fn check_invariants(opts: &RunOptions, outcome: &RunOutcome) {
+    use emu_orchestrator::experiment::Transport;
+    let s = &outcome.summary;
+    let tofino_rules = opts.transport_params.get("tm.buffer").is_none_or(|b| b == "tofino");
+    let lossless = opts.pfc.unwrap_or(opts.transport == Transport::RoceLossless);
+    if lossless && tofino_rules {
+        assert_eq!(s.network.drops_buffer, 0, "a lossless fabric dropped packets for buffer");
+    }
+    for w in &s.switches {
+        assert_eq!(w.counters.drop_recirculation, 0, "{}: recirculated (timer) packets dropped", w.name);
+        let passes = w.scheme_counters.get("conweave_timer_passes");
+        if let (Some(&passes), false, 0) = (passes, outcome.truncated, s.totals.node_restarts) {
+            assert_eq!(w.counters.recirculations, passes, "{}: ConWeave timer packets lost or still circling", w.name);
+        }
+    }
 }
 
 /// The nodes of `fabric` for an engine: what `custom` returns for a node,

@@ -13,7 +13,9 @@ use emu_orchestrator::topology::Topology;
 /// the threads the engine used.
 fn outputs(topology: &str, opts: &RunOptions, threads: usize) -> (String, String, usize) {
     let topo = Topology::parse("test.toml", topology).expect("topology");
-    let o = experiment::run(&topo, &RunOptions { threads, ..opts.clone() }, &mut |_, _| {}).expect("run");
+    let opts = RunOptions { threads, ..opts.clone() };
+    let o = experiment::run(&topo, &opts, &mut |_, _| {}).expect("run");
+    crate::check_invariants(&opts, &o);
     (o.summary.to_json(), o.summary.flows_csv(), o.threads)
 }
 

@@ -44,7 +44,7 @@ use weft_tofino::program::{
 };
 use weft_tofino::registers::PassState;
 use weft_tofino::tables::{TableFile, TableId};
-use weft_tofino::tm::{Dequeued, PassThrough, PfcTransition, QueueStats};
+use weft_tofino::tm::{Arrival, Dequeued, PassThrough, PfcTransition, QueueStats};
 use weft_tofino::{
     Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
 };
@@ -186,6 +186,12 @@ pub struct SwitchCounters {
     /// Frames lost from the queues when the switch restarted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drop_restart: u64,
+    /// Recirculated packets (the programs' timers) the traffic manager
+    /// refused: more than the recirculation queue's guaranteed minimum was
+    /// queued while the shared buffer was full. Not in `drop_tm`; written
+    /// only when non-zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drop_recirculation: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -205,6 +211,7 @@ impl SwitchCounters {
             + self.drop_tm
             + self.drop_link_down
             + self.drop_restart
+            + self.drop_recirculation
     }
 }
 
@@ -257,7 +264,8 @@ enum Timer {
 struct Admission {
     port: PortId,
     queue: QueueId,
-    in_port: Option<PortId>,
+    /// The front-panel port and ingress CoS it is accounted to for PFC.
+    arrival: Option<Arrival>,
     bridged: u32,
 }
 
@@ -265,7 +273,7 @@ impl Admission {
     /// A packet the switch or the program made: no ingress port, nothing
     /// bridged.
     fn plain(port: PortId, queue: QueueId) -> Self {
-        Admission { port, queue, in_port: None, bridged: 0 }
+        Admission { port, queue, arrival: None, bridged: 0 }
     }
 }
 
@@ -548,7 +556,11 @@ impl Switch {
         for (i, g) in generators.iter().enumerate() {
             timers.push(Reverse((g.period_ns, Timer::Generator(i as u8))));
         }
-        let tm = TrafficManager::new(cfg.tm.clone(), nports + 2);
+        let mut tm = TrafficManager::new(cfg.tm.clone(), nports + 2);
+        // The recirculation port (index nports, see `recirc_port`) keeps a
+        // guaranteed minimum in its queue (`recirculation_queue`): a timer
+        // packet is never dropped for a full shared buffer.
+        tm.set_guaranteed_min(PortId(nports as u16), cfg.tm.control_queue(), cfg.target.recirculation_min_cells);
         Ok(Switch {
             id,
             name: node.name.clone(),
@@ -1013,8 +1025,9 @@ impl Switch {
                 }
                 Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
                 let queue = decision.queue.unwrap_or_else(|| self.default_queue(&a.info));
-                let in_port = a.in_port.filter(|p| p.index() < self.ports.len());
-                self.enqueue(now, Admission { port: egress, queue, in_port, bridged: decision.bridged }, frame, out);
+                let arrival =
+                    a.in_port.filter(|p| p.index() < self.ports.len()).map(|port| Arrival { port, cos: self.ingress_cos(&a.info) });
+                self.enqueue(now, Admission { port: egress, queue, arrival, bridged: decision.bridged }, frame, out);
             }
         }
     }
@@ -1068,10 +1081,25 @@ impl Switch {
         }
     }
 
+    /// The ingress CoS of a packet: the PFC priority of the queue its
+    /// traffic class selects in the standard layout (DSCP >> 3, or the
+    /// 802.1Q PCP; CS6/CS7 the control class 7), which is the priority its
+    /// sender pauses when asked. It does not depend on the queue the program
+    /// chose or on how the program configured its queues: a pause must name
+    /// the priority the upstream port sends the packet with.
+    fn ingress_cos(&self, info: &FrameInfo) -> u8 {
+        let tc = info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0);
+        if tc >= weft_tofino::CONTROL_TRAFFIC_CLASS {
+            7
+        } else {
+            tc.min(self.tm.config().queues_per_port.saturating_sub(2)).min(6)
+        }
+    }
+
     /// Admits `frame` as `a` says (through the cut-through fast path when
     /// the port is idle).
     fn enqueue(&mut self, now: Nanos, a: Admission, frame: BytesMut, out: &mut Vec<Transmit>) {
-        let Admission { port, queue, in_port, bridged } = a;
+        let Admission { port, queue, arrival, bridged } = a;
         if port.index() < self.ports.len() && !self.port_up[port.index()] {
             self.counters.drop_link_down += 1;
             return;
@@ -1085,7 +1113,10 @@ impl Switch {
         {
             match self.tm.pass_through(now, port, queue, frame, &mut self.rng) {
                 Ok(mut d) => {
-                    d.pkt.ingress_port = in_port;
+                    d.pkt.ingress_port = arrival.map(|a| a.port);
+                    if let Some(a) = arrival {
+                        d.pkt.pfc_class = a.cos;
+                    }
                     d.pkt.bridged = bridged;
                     self.depart(now, port, d, out);
                     return;
@@ -1102,10 +1133,11 @@ impl Switch {
 
     /// Admits `frame` to the traffic manager and kicks the port.
     fn enqueue_slow(&mut self, now: Nanos, a: Admission, frame: BytesMut, out: &mut Vec<Transmit>) {
-        let Admission { port, queue, in_port, bridged } = a;
+        let Admission { port, queue, arrival, bridged } = a;
         let mut pfc = std::mem::take(&mut self.pfc_scratch);
-        match self.tm.enqueue_bridged(now, port, queue, frame, in_port, bridged, &mut pfc) {
+        match self.tm.enqueue_bridged(now, port, queue, frame, arrival, bridged, &mut pfc) {
             Ok(()) => {}
+            Err(_) if port == self.recirc_port() => self.counters.drop_recirculation += 1,
             Err(_) => self.counters.drop_tm += 1,
         }
         self.emit_pfc(now, &mut pfc, out);
@@ -1119,7 +1151,7 @@ impl Switch {
     fn recirculate(&mut self, now: Nanos, frame: BytesMut, original: PortId, pass: u8, out: &mut Vec<Transmit>) {
         self.counters.recirculations += 1;
         let bridged = original.0 as u32 | (pass as u32) << 16;
-        let a = Admission { port: self.recirc_port(), queue: self.recirculation_queue(), in_port: None, bridged };
+        let a = Admission { port: self.recirc_port(), queue: self.recirculation_queue(), arrival: None, bridged };
         self.enqueue_slow(now, a, frame, out);
     }
 

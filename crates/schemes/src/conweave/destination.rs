@@ -101,6 +101,10 @@ impl ConWeave {
             (rx as i64 + d.max(0)) as u32
         };
         // Stages 4-7: the 4-way reorder-queue table of the egress port.
+        // After its TAIL arrived, a held queue is resumed when the TAIL
+        // leaves egress; if the TAIL never leaves (the traffic manager
+        // dropped it), the timer resumes the queue at this deadline.
+        let tail_deadline = now32.wrapping_add((self.times.resume_default + self.times.resume_extra) as u32);
         let n = self.n_reorder(self.queues_per_port);
         let mut held: Option<u8> = None;
         let mut claimed = false;
@@ -135,6 +139,7 @@ impl ConWeave {
                         DstClass::Ooo if mine => (old, Some((q, false))),
                         DstClass::Tail if mine => {
                             slot.state = SlotState::Resumed;
+                            slot.resume_at = tail_deadline;
                             (slot.pack(), Some((q, false)))
                         }
                         DstClass::Old { .. } if mine => {

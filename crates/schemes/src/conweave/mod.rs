@@ -38,6 +38,10 @@
 //!   egress pipeline resumes the held queue (the queue id rides in the TAIL's
 //!   timestamp header, as bridged metadata), which then drains before any
 //!   later packet of queue 0; REROUTED packets after the TAIL go to queue 0;
+//!   a TAIL the traffic manager drops before it leaves (a lossy fabric with
+//!   a full buffer) cannot resume its queue, so the TAIL also gives the slot
+//!   a deadline of θ_resume_default + θ_resume_extra, at which the timer
+//!   resumes a queue that still holds packets;
 //! - T_resume (Appendix A): on the first out-of-order packet, the arrival
 //!   time of the latest OLD packet of the epoch plus (TAIL_TX − its TX), or
 //!   now + θ_resume_default without one (a REROUTED packet that opens its
@@ -46,7 +50,10 @@
 //!   `timeExpectedToFlush`). A timer packet per held queue circles the
 //!   recirculation port (~1 µs per pass) and resumes the queue (and sends
 //!   CLEAR) when T_resume passes with no TAIL; it frees the queue's table
-//!   entry once the queue is empty;
+//!   entry once the queue is empty. The recirculation port's queue has a
+//!   guaranteed minimum in the traffic manager (the target profile's
+//!   `recirculation_min_cells`), so a full shared buffer never drops a
+//!   timer packet: every held queue keeps a live timer;
 //! - the destination ToR removes the ConWeave header before the host, which
 //!   receives exactly what its peer sent.
 //!
@@ -214,6 +221,7 @@ struct Counters {
     reorder_alloc_failures: u64,
     resume_on_tail: u64,
     resume_expiries: u64,
+    resume_after_tail_deadline: u64,
     timer_passes: u64,
     fallback_packets: u64,
     conn_collisions: u64,
@@ -385,14 +393,19 @@ impl Program for ConWeave {
 
     fn configure_traffic_manager(&self, tm: &mut TmConfig) {
         // Reorder queues: strict priority above the data queue 0, below the
-        // control queue; PFC class and ECN of the data queue.
+        // control queue; ECN of the data queue. Each keeps its PFC class:
+        // on the uplinks queue q still carries traffic class q, which a
+        // pause for class q from the next hop must stop. (The packets a
+        // reorder queue holds are accounted to the priority they arrived
+        // with, whatever the queue: the traffic manager's ingress CoS.)
         let n = tm.queues_per_port;
         if n < 3 {
             return;
         }
         let data = tm.queues[0];
         for q in 1..n - 1 {
-            tm.queues[q as usize] = weft_tofino::QueueConfig { priority: 1, weight: 1, ecn: data.ecn, pfc_class: data.pfc_class };
+            let qc = &mut tm.queues[q as usize];
+            *qc = weft_tofino::QueueConfig { priority: 1, weight: 1, ecn: data.ecn, pfc_class: qc.pfc_class };
         }
     }
 
@@ -500,6 +513,7 @@ impl Program for ConWeave {
             ("conweave_reorder_alloc_failures", c.reorder_alloc_failures),
             ("conweave_resume_on_tail", c.resume_on_tail),
             ("conweave_resume_expiries", c.resume_expiries),
+            ("conweave_resume_after_tail_deadline", c.resume_after_tail_deadline),
             ("conweave_timer_passes", c.timer_passes),
             ("conweave_fallback_packets", c.fallback_packets),
             ("conweave_conn_collisions", c.conn_collisions),
@@ -553,6 +567,10 @@ pub const SCHEME: crate::Scheme = crate::Scheme {
             ("conweave_reorder_alloc_failures", "REROUTED packets that found no free reorder queue (sent through queue 0)."),
             ("conweave_resume_on_tail", "Reorder queues resumed by their TAIL."),
             ("conweave_resume_expiries", "Reorder queues flushed at T_resume (TAIL late or lost)."),
+            (
+                "conweave_resume_after_tail_deadline",
+                "Timer resumes of a reorder queue still holding packets θ_resume_default + θ_resume_extra after its TAIL arrived (the TAIL was dropped inside the switch, or the queue drains slowly).",
+            ),
             ("conweave_timer_passes", "Recirculations of the T_resume timer packet."),
             ("conweave_fallback_packets", "Packets forwarded by ECMP (non-RoCE, ACK/NAK/CNP, intra-rack, collisions)."),
             ("conweave_conn_collisions", "Connections whose table entry another active connection held (ECMP fallback)."),

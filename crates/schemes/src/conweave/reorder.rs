@@ -25,8 +25,10 @@ impl ConWeave {
             Stale,
             Wait,
             Expire,
+            ResumeAfterTail,
             Free,
         }
+        let redo = self.times.resume_default + self.times.resume_extra;
         let act = cx.register(self.regs.reorder[k], e, |old| {
             let mut slot = ReorderSlot::unpack(old);
             if slot.sig != t.sig || slot.epoch != t.epoch || slot.state == SlotState::Free {
@@ -38,6 +40,14 @@ impl ConWeave {
                     (slot.pack(), Act::Expire)
                 }
                 SlotState::Resumed if empty => (0, Act::Free),
+                // The TAIL arrived (state Resumed) but the queue still
+                // holds packets at its deadline: the TAIL was dropped before
+                // it left egress, which is what resumes the queue. Resume it
+                // here (a no-op for a queue already draining) and wait again.
+                SlotState::Resumed if reached(now32, slot.resume_at) => {
+                    slot.resume_at = now32.wrapping_add(redo as u32);
+                    (slot.pack(), Act::ResumeAfterTail)
+                }
                 _ => (old, Act::Wait),
             }
         })?;
@@ -49,6 +59,11 @@ impl ConWeave {
                 cx.resume_queue(port, q);
                 let clear = CwBits { path: t.path, opcode: CwOpcode::Clear, epoch: t.epoch, rerouted: false, tail: false };
                 self.send_control(cx, t.conn, clear);
+                cx.decision.verdict = Verdict::Recirculate;
+            }
+            Act::ResumeAfterTail => {
+                self.c.resume_after_tail_deadline += 1;
+                cx.resume_queue(port, q);
                 cx.decision.verdict = Verdict::Recirculate;
             }
             Act::Wait => {
