@@ -30,7 +30,7 @@ pub use weft_core::{fabric, fct, host, node, serializer, switch, transmit};
 pub use weft_metrics::lag;
 pub use weft_rt::{actor, clock, control, inbox, link, runtime, tap, tls, vm};
 pub use weft_schemes as schemes;
-pub use weft_sim::{engine, results, traffic, workload};
+pub use weft_sim::{engine, results, traffic, watchdog, workload};
 pub use weft_tofino as tofino;
 pub use weft_wire as wire;
 pub use weft_wire::{ids, time};

@@ -22,6 +22,7 @@ use emu_node::schemes::{self, Params, SchemeError, TimeScale};
 use emu_node::time::{BitRate, Nanos};
 use emu_node::tofino::BufferRules;
 use emu_node::traffic::{Pattern, PatternError};
+use emu_node::watchdog::{ProgressWatchdog, StallReport};
 use emu_node::workload::{host_link_load, parse_flow_list, FlowSizeCdf, PoissonArrivals};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -80,6 +81,65 @@ pub struct RunOptions {
     /// progress step and returns what it has, marked incomplete
     /// ([`Summary::incomplete`]); a comparison starts no further run.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// Virtual time: stop a run whose flows stopped moving
+    /// ([`emu_node::watchdog`], `--stall-timeout`).
+    pub stall_timeout: StallTimeout,
+}
+
+/// How long a virtual-time run may go without progress (no flow completes,
+/// no byte is delivered or acknowledged) while flows are unfinished before
+/// it stops with a report ([`RunOutcome::stalled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StallTimeout {
+    /// A span the hosts' own timers cannot reach ([`StallTimeout::span`]).
+    #[default]
+    Auto,
+    /// Never stop.
+    Off,
+    /// This span of simulated time.
+    After(Nanos),
+}
+
+impl StallTimeout {
+    /// The span for hosts running `transport`, `None` when off. Auto: 10×
+    /// the longest RoCE retransmission timeout (Go-Back-N's, IRN's high
+    /// RTO; 10 ms at 100 Gbit/s, scaled with the rate like the timeouts);
+    /// TCP 120 s, twice the 60 s ceiling of its backed-off RTO, so that a
+    /// flow waiting out its back-off is never taken for a stall; UDP 1 s
+    /// (its senders' bytes count as progress: only senders held by PFC
+    /// stop).
+    pub fn span(self, transport: &HostTransport) -> Option<Nanos> {
+        match self {
+            StallTimeout::Off => None,
+            StallTimeout::After(t) => Some(t),
+            StallTimeout::Auto => Some(match transport {
+                HostTransport::Roce(rc) => {
+                    let rto = match rc.recovery {
+                        Recovery::Irn { rto_high, .. } => rto_high,
+                        Recovery::GoBackN => 0,
+                    };
+                    10 * rc.gbn_timeout.max(rto)
+                }
+                HostTransport::Tcp(_) => 2 * emu_node::host::tcp::MAX_RTO,
+                HostTransport::Udp => 1_000_000_000,
+            }),
+        }
+    }
+}
+
+impl std::str::FromStr for StallTimeout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(StallTimeout::Auto),
+            "off" => Ok(StallTimeout::Off),
+            d => match crate::units::parse_duration(d) {
+                Ok(0) => Err("a stall timeout of 0 would stop every run: give a duration, `auto` or `off`".into()),
+                Ok(t) => Ok(StallTimeout::After(t)),
+                Err(e) => Err(format!("`{d}`: {e} (or `auto`, `off`)")),
+            },
+        }
+    }
 }
 
 /// Whether `flag` is set.
@@ -363,6 +423,7 @@ impl Default for RunOptions {
             flow_list: None,
             threads: 1,
             interrupt: None,
+            stall_timeout: StallTimeout::Auto,
             transport: Transport::Udp,
             transport_params: Default::default(),
             scale_time_params: false,
@@ -436,6 +497,8 @@ pub struct RunOutcome {
     pub truncated: bool,
     /// Threads the engine ran on (1 in real time).
     pub threads: usize,
+    /// The progress watchdog stopped the run: what held the fabric.
+    pub stalled: Option<StallReport>,
 }
 
 /// Progress callback: (simulated ns, events so far).
@@ -744,6 +807,9 @@ pub fn run_with_metrics(
 ) -> Result<RunOutcome, RunError> {
     let prepared = prepare(topo, opts)?;
     let mut engine = prepared.engine(opts.threads)?;
+    let mut watchdog = opts.stall_timeout.span(&prepared.node_config.transport).map(|s| ProgressWatchdog::new(s, &prepared.fabric));
+    let mut next_check = watchdog.as_ref().map_or(Nanos::MAX, ProgressWatchdog::check_every);
+    let mut stalled = None;
     let Prepared { scheme, traffic, time_origin, .. } = prepared;
     let start = Instant::now();
     // Advance in sampling steps: uplink counters are read every 100 us of
@@ -763,7 +829,10 @@ pub fn run_with_metrics(
     let background = engine.nodes().iter().any(Node::has_background_traffic);
     let mut traffic_over_at: Option<Nanos> = None;
     loop {
-        let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }.min(depths.next_at()).min(opts.until);
+        let step_end = if metrics.is_some() { next_sample.min(next_metrics) } else { next_sample }
+            .min(depths.next_at())
+            .min(next_check)
+            .min(opts.until);
         engine.run_until(step_end, 1_000_000);
         progress(engine.now(), engine.totals().events);
         if interrupted(&opts.interrupt) {
@@ -777,6 +846,13 @@ pub fn run_with_metrics(
             }
             if step_end == depths.next_at() {
                 depths.sample(&engine);
+            }
+            if let Some(w) = watchdog.as_mut().filter(|_| step_end == next_check) {
+                next_check += w.check_every();
+                if let Some(since) = w.check(&engine, step_end) {
+                    stalled = Some(StallReport::collect(&topo.fabric, &engine, step_end, since));
+                    break;
+                }
             }
             if let Some(m) = metrics.as_deref_mut() {
                 if step_end == next_metrics {
@@ -814,7 +890,14 @@ pub fn run_with_metrics(
             emu_node::time::format_duration(engine.now())
         ));
     }
-    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads() })
+    if let Some(r) = &stalled {
+        summary.incomplete = Some(format!(
+            "stalled: no flow moved from {} to {} of simulated time (the progress watchdog, --stall-timeout): flows still running count as incomplete",
+            emu_node::time::format_duration(r.since),
+            emu_node::time::format_duration(r.at)
+        ));
+    }
+    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads(), stalled })
 }
 
 /// One cell of a comparison matrix.
@@ -969,7 +1052,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             emu_node::time::format_duration(run.end),
             run.transport_lost
         );
-        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1 });
+        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1, stalled: None });
     }
     let start = Instant::now();
     let (nodes, truncated, sim_end) = rt.block_on(async {
@@ -1034,5 +1117,5 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     summary.time_origin_ns = time_origin;
     summary.simulated_ns = sim_end;
     summary.traffic = format!("{traffic} (real time, {} of fabric time)", emu_node::time::format_duration(sim_end));
-    Ok(RunOutcome { summary, wall, truncated, threads: 1 })
+    Ok(RunOutcome { summary, wall, truncated, threads: 1, stalled: None })
 }

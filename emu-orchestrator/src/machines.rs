@@ -400,6 +400,8 @@ pub fn compare_on(
                         summary,
                         wall: std::time::Duration::from_secs_f64(wall.max(0.0)),
                         threads: 1,
+                        // A remote cell's stall is in its summary's `incomplete`.
+                        stalled: None,
                     })
                     .map_err(crate::experiment::RunError::Remote);
                 if let Ok(mut r) = results.lock() {

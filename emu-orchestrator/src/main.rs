@@ -248,6 +248,8 @@ struct CompareArgs {
 
 /// Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
 pub(crate) const INTERRUPTED_EXIT: i32 = 130;
+/// Exit status of a virtual-time run the progress watchdog stopped.
+pub(crate) const STALLED_EXIT: i32 = 3;
 
 /// A flag the first Ctrl-C sets (a virtual-time run then stops at its next
 /// progress step and writes what it has); a second Ctrl-C exits at once.

@@ -99,6 +99,16 @@ pub(crate) struct RunArgs {
     /// millisecond: 2 s for the ConWeave generator's files).
     #[arg(long, default_value = "1s")]
     until: String,
+    /// Virtual time: stop when flows are unfinished but none has moved (no
+    /// flow completed, no byte delivered or acknowledged) for this span of
+    /// simulated time, print what holds the fabric (PFC pauses, the
+    /// fullest queues, queues the programs paused), write the results
+    /// marked incomplete and exit with status 3. `auto`: 10× the RoCE
+    /// retransmission timeout (10ms at 100 Gbit/s), 120s for TCP (twice
+    /// its RTO ceiling), 1s for UDP (bytes sent count as progress); `off`:
+    /// never. E.g. --stall-timeout 2ms
+    #[arg(long, default_value = "auto", value_name = "DURATION|auto|off")]
+    stall_timeout: String,
     /// Do not count flows that start before this in the slowdown statistics
     /// (the ConWeave setup uses 5ms with long runs).
     #[arg(long, default_value = "0ns")]
@@ -230,6 +240,7 @@ impl RunPlan {
             transport: a.transport.parse().map_err(anyhow::Error::msg)?,
             threads: a.threads,
             interrupt: None,
+            stall_timeout: a.stall_timeout.parse().map_err(anyhow::Error::msg).context("--stall-timeout")?,
             transport_params,
             scale_time_params: a.scale_params || (a.clock == "real" && !a.no_scale_params),
             workload: match &a.workload {
@@ -407,6 +418,16 @@ pub(crate) fn run(a: RunArgs) -> Result<()> {
     };
     bar.finish_and_clear();
     let (summary, csv, plots) = write_outputs(&plan.out, &outcome)?;
+    if let Some(report) = &outcome.stalled {
+        eprintln!("error: the fabric stalled; stopped by the progress watchdog (--stall-timeout)");
+        eprintln!("{report}");
+        eprintln!(
+            "wrote what the run has to {} (marked \"incomplete\"); the depth of the most loaded port over time is its \"queue_trace\" and {}",
+            summary.display(),
+            plan.out.join("plots").join("queue-depth.svg").display()
+        );
+        std::process::exit(crate::STALLED_EXIT);
+    }
     if let Some(why) = &outcome.summary.incomplete {
         eprintln!("{why}; wrote what the run has to {} (marked \"incomplete\")", summary.display());
         std::process::exit(crate::INTERRUPTED_EXIT);

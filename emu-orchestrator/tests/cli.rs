@@ -131,6 +131,25 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     );
     assert_one_line_error(&up(&["leaf-spine-2x4-rt-synthetic", "--max-lag", "5"]), "--max-lag 5", &st);
     assert_one_line_error(&weft(&["run", "--max-lag", "5ms", "--out", ds]), "virtual time is never late", &d);
+    assert_one_line_error(&weft(&["run", "--stall-timeout", "0ms", "--out", ds]), "a stall timeout of 0 would stop every run", &d);
+    assert_one_line_error(&weft(&["run", "--stall-timeout", "soon", "--out", ds]), "--stall-timeout", &d);
+}
+
+/// A fabric that stops moving (here h3's link fails for good, so its two
+/// RoCE flows resend into it forever) ends with a report and status 3
+/// instead of running on; the results are written, marked incomplete.
+#[test]
+fn a_stalled_run_stops_with_a_report_and_status_3() {
+    let d = tmp("stall");
+    let o = weft(&["run", "leaf-spine-2x4", "--transport", "roce-lossless", "--event", "20us,h3-leaf0,down", "--out", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let e = stderr(&o);
+    for needle in ["the fabric stalled", "no progress from 2.000ms to 12.000ms", "unfinished flows: 2", "queue_trace", "queue-depth.svg"] {
+        assert!(e.contains(needle), "`{needle}` missing from: {e}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap();
+    assert!(v["incomplete"].as_str().unwrap().starts_with("stalled"), "{}", v["incomplete"]);
+    let _ = std::fs::remove_dir_all(d);
 }
 
 #[test]

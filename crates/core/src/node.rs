@@ -116,6 +116,54 @@ impl Node {
             Node::TcpHost(h) => h.senders().iter().all(|s| s.snd_una >= s.flow.size),
         }
     }
+    /// How far this host's flows have got at `now`, for a progress
+    /// watchdog: a count that grows whenever one of its flows moves forward
+    /// (payload bytes received in order, plus, for RoCE and TCP, bytes or
+    /// packets its senders had acknowledged; UDP, which never resends,
+    /// bytes its senders sent), and whether one of its flows has started
+    /// and not finished. A switch: `(0, false)`.
+    pub fn flow_progress(&self, now: Nanos) -> FlowProgress {
+        let mut p = FlowProgress::default();
+        match self {
+            Node::Switch(_) => {}
+            Node::UdpHost(h) => {
+                p.count = h.rx_flows().values().map(|f| f.bytes).sum::<u64>() + h.tx_flows().iter().map(|t| t.bytes_sent).sum::<u64>();
+                p.active = h.tx_flows().iter().any(|t| t.flow.start <= now && !UdpHost::flow_done(t));
+            }
+            Node::RoceHost(h) => {
+                p.count = h.recv_qps().values().map(|q| q.bytes).sum::<u64>() + h.send_qps().iter().map(|q| q.snd_una as u64).sum::<u64>();
+                p.active = h.send_qps().iter().any(|q| q.flow.start <= now && q.snd_una < q.packets);
+            }
+            Node::TcpHost(h) => {
+                p.count = h.receivers().values().map(|r| r.rcv_nxt).sum::<u64>() + h.senders().iter().map(|s| s.snd_una).sum::<u64>();
+                p.active = h.senders().iter().any(|s| s.flow.start <= now && s.snd_una < s.flow.size);
+            }
+        }
+        p
+    }
+    /// The flows this host has started and not finished at `now`: (id,
+    /// destination, share done in per mille), for a stall report.
+    pub fn unfinished_flows(&self, now: Nanos) -> Vec<(weft_wire::ids::FlowId, weft_wire::Ipv4Address, u64)> {
+        let permille = |done: u64, of: u64| done.saturating_mul(1000) / of.max(1);
+        match self {
+            Node::Switch(_) => Vec::new(),
+            Node::UdpHost(h) => {
+                h.tx_flows().iter().filter(|t| t.flow.start <= now && !UdpHost::flow_done(t)).map(|t| (t.flow.id, t.flow.dst, 0)).collect()
+            }
+            Node::RoceHost(h) => h
+                .send_qps()
+                .iter()
+                .filter(|q| q.flow.start <= now && q.snd_una < q.packets)
+                .map(|q| (q.flow.id, q.flow.dst, permille(q.snd_una as u64, q.packets as u64)))
+                .collect(),
+            Node::TcpHost(h) => h
+                .senders()
+                .iter()
+                .filter(|s| s.flow.start <= now && s.snd_una < s.flow.size)
+                .map(|s| (s.flow.id, s.flow.dst, permille(s.snd_una, s.flow.size)))
+                .collect(),
+        }
+    }
     /// Whether the node generates traffic of its own forever (a switch
     /// whose program declared periodic packet generators).
     pub fn has_background_traffic(&self) -> bool {
@@ -131,6 +179,15 @@ impl Node {
             Node::TcpHost(h) => h.poll_timeout(),
         }
     }
+}
+
+/// [`Node::flow_progress`]: what a progress watchdog reads of a host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowProgress {
+    /// Grows whenever a flow of the host moves forward (never shrinks).
+    pub count: u64,
+    /// A flow of the host has started and not finished.
+    pub active: bool,
 }
 
 /// How to build the nodes of a fabric (both drivers use the same, so a

@@ -533,11 +533,13 @@ impl Program for RecirculationLog {
 
 #[test]
 fn a_recirculated_packet_dropped_in_the_traffic_manager_takes_its_metadata_along() {
-    // A 1000 B buffer: the 1400 B frame from port 1 cannot enter the
-    // recirculation port's queue; the 100 B frames from ports 0 and 2 can.
+    // A 1000 B buffer and no guaranteed minimum for the recirculation
+    // queue: the 1400 B frame from port 1 cannot enter it; the 100 B frames
+    // from ports 0 and 2 can.
     let f = fabric(3, 1, BitRate::gbps(100));
     let mut cfg = config();
     cfg.tm = TmConfig::standard(32, 1_000, cfg.target.cell_bytes, None);
+    cfg.target.recirculation_min_cells = 0;
     let log = RecirculationLog::default();
     let mut s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(log.clone())).unwrap();
     let mut out = vec![];
@@ -546,7 +548,8 @@ fn a_recirculated_packet_dropped_in_the_traffic_manager_takes_its_metadata_along
     }
     drain(&mut s, 100_000, &mut out);
     assert_eq!(s.counters().recirculations, 3);
-    assert_eq!(s.counters().drop_tm, 1, "the 1400 B frame is dropped at the recirculation port");
+    assert_eq!(s.counters().drop_recirculation, 1, "the 1400 B frame is dropped at the recirculation port");
+    assert_eq!(s.counters().drop_tm, 0);
     // Each surviving packet learns its own ingress port (a side queue of
     // metadata shifted the third packet's onto the dropped one's: port 1).
     assert_eq!(*log.second_passes.lock().unwrap(), vec![(PortId(0), 1), (PortId(2), 1)]);

@@ -17,7 +17,9 @@
 //! - [`engine`]: the discrete-event engine;
 //! - [`results`]: the `summary.json` document of a run (DESIGN §11);
 //! - [`openmetrics`]: samples of every node every period of fabric time,
-//!   written as one OpenMetrics file for Prometheus' backfill.
+//!   written as one OpenMetrics file for Prometheus' backfill;
+//! - [`watchdog`]: stops a run whose flows have stopped moving, with a
+//!   report of what holds the fabric.
 #![deny(unsafe_code)] // one exception: the engine's prefetch hint
 #![deny(missing_docs)]
 
@@ -25,4 +27,5 @@ pub mod engine;
 pub mod openmetrics;
 pub mod results;
 pub mod traffic;
+pub mod watchdog;
 pub mod workload;

@@ -10,6 +10,7 @@ mod int_nexthop;
 mod lbsp;
 mod roce;
 mod schemes;
+mod stall;
 mod tcp;
 mod threads;
 

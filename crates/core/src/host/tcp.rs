@@ -34,6 +34,10 @@ use weft_wire::tcp::{self, flags};
 use weft_wire::time::{Nanos, MICROS};
 use weft_wire::{ethernet, ipv4, EtherType, EthernetAddress, Ipv4Address};
 
+/// The ceiling of the backed-off retransmission timeout (RFC 6298 §2.5
+/// allows a maximum of at least 60 s).
+pub const MAX_RTO: Nanos = 60_000_000_000;
+
 /// Window scale both ends use (as if negotiated in the SYN exchange).
 pub const WINDOW_SHIFT: u32 = 7;
 /// Headers of a data segment on the wire: Ethernet 14, IPv4 20, TCP 20.
@@ -499,7 +503,7 @@ impl TcpHost {
                 s.dupacks = 0;
                 s.timeouts += 1;
                 s.timed = None;
-                s.rto = (s.rto * 2).min(60 * 1_000_000_000);
+                s.rto = (s.rto * 2).min(MAX_RTO);
                 s.rto_at = Some(now + s.rto);
             }
         }
