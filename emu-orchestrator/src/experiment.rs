@@ -183,7 +183,7 @@ pub const DRAIN_AFTER_TRAFFIC: Nanos = 10_000_000;
 pub const TRANSPORT_PARAM_GROUPS: [&str; 5] = ["roce", "irn", "dcqcn", "tcp", "tm"];
 
 /// Traffic-manager parameters of every switch: (name, unit, meaning).
-pub const TM_PARAMS: [(&str, &str, &str); 3] = [
+pub const TM_PARAMS: [(&str, &str, &str); 5] = [
     (
         "tm.buffer",
         "tofino|ns3",
@@ -199,6 +199,16 @@ pub const TM_PARAMS: [(&str, &str, &str); 3] = [
         "bytes",
         "every switch's shared buffer, instead of the topology's or the target's (the authors' simulator: 9 MiB = 9437184)",
     ),
+    (
+        "tm.pfc_watchdog",
+        "duration|off",
+        "a PFC watchdog on every switch port, as data-center switches offer (off by default): a priority paused without a break this long is a storm, until no pause for it arrived for as long again; see tm.pfc_watchdog_action",
+    ),
+    (
+        "tm.pfc_watchdog_action",
+        "drop|forward",
+        "what a port does for a priority in a PFC storm: drop its queued and arriving packets (drop, the default) or ignore its pauses and send (forward); counted per queue",
+    ),
 ];
 
 /// What the `tm.*` parameters of `--set` ask of every switch's traffic manager.
@@ -210,11 +220,14 @@ pub struct TmSettings {
     pub held_outside_pfc: bool,
     /// `tm.buffer_bytes`: the buffer size.
     pub buffer_bytes: Option<u64>,
+    /// `tm.pfc_watchdog` and `tm.pfc_watchdog_action`.
+    pub pfc_watchdog: Option<emu_node::tofino::tm::PfcWatchdog>,
 }
 
 /// Reads the `tm.*` parameters of `--set`.
 pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Result<TmSettings, RunError> {
     let (mut rules, mut held, mut buffer_bytes) = (BufferRules::Tofino, None, None);
+    let (mut watchdog, mut action): (Option<Nanos>, Option<emu_node::tofino::tm::PfcWatchdogAction>) = (None, None);
     for (k, v) in params.iter().filter(|(k, _)| k.starts_with("tm.")) {
         let bad = |e: &str| RunError::Transport(format!("--set {k}={v}: {e}"));
         match k.as_str() {
@@ -233,6 +246,13 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
                 }
                 buffer_bytes = Some(b);
             }
+            "tm.pfc_watchdog" if v == "off" => watchdog = None,
+            "tm.pfc_watchdog" => match crate::units::parse_duration(v) {
+                Ok(d) if d > 0 => watchdog = Some(d),
+                Ok(_) => return Err(bad("a detection time of 0 would drop every paused packet: give a duration or off")),
+                Err(e) => return Err(bad(&format!("{e} (a duration such as 200us, or off)"))),
+            },
+            "tm.pfc_watchdog_action" => action = Some(v.parse().map_err(|e: String| bad(&e))?),
             _ => {
                 let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
                 return Err(RunError::Transport(format!("--set {k}: unknown traffic-manager parameter (known: {})", known.join(", "))));
@@ -244,7 +264,12 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
             "--set tm.held_pfc=counted: the ns3 buffer rules always keep held packets outside (use tm.buffer=tofino)".into(),
         ));
     }
-    Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes })
+    if action.is_some() && watchdog.is_none() {
+        return Err(RunError::Transport("--set tm.pfc_watchdog_action needs --set tm.pfc_watchdog=DURATION".into()));
+    }
+    let pfc_watchdog =
+        watchdog.map(|d| emu_node::tofino::tm::PfcWatchdog { detect_ns: d, restore_ns: d, action: action.unwrap_or_default() });
+    Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes, pfc_watchdog })
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
@@ -521,7 +546,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             if opts.scale_time_params {
                 s.time_scale = scheme_time_scale(&s.scheme, rate).map_or(TimeScale::ONE, |t| t.scale);
             }
-            (s.buffer_rules, s.held_outside_pfc) = (tm.rules, tm.held_outside_pfc);
+            (s.buffer_rules, s.held_outside_pfc, s.pfc_watchdog) = (tm.rules, tm.held_outside_pfc, tm.pfc_watchdog);
             if tm.buffer_bytes.is_some() {
                 s.buffer_bytes = tm.buffer_bytes;
             }

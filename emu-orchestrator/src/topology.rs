@@ -349,6 +349,7 @@ impl SwitchSettings {
             ecn: self.ecn,
             buffer_rules: Default::default(),
             held_outside_pfc: false,
+            pfc_watchdog: None,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

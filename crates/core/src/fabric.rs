@@ -92,6 +92,9 @@ pub struct SwitchSpec {
     /// accounting only when their queue resumes (`TmConfig::held_outside_pfc`).
     #[serde(default)]
     pub held_outside_pfc: bool,
+    /// A PFC watchdog on every port (`TmConfig::pfc_watchdog`).
+    #[serde(default)]
+    pub pfc_watchdog: Option<weft_tofino::tm::PfcWatchdog>,
     /// Routing table.
     pub routes: Vec<Route>,
     /// For a leaf (a switch hosts attach to): its index among the fabric's
@@ -149,6 +152,7 @@ impl SwitchSpec {
             ecn: None,
             buffer_rules: BufferRules::Tofino,
             held_outside_pfc: false,
+            pfc_watchdog: None,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

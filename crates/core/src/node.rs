@@ -291,6 +291,7 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &NodeConfig) -> Res
         tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
     }
     tm.held_outside_pfc = s.held_outside_pfc;
+    tm.pfc_watchdog = s.pfc_watchdog;
     tm.queue_limit_packets = s.queue_limit_packets;
     if s.buffer_rules == BufferRules::Ns3 {
         let headroom_bytes =

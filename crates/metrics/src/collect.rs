@@ -237,7 +237,7 @@ impl NodeMetrics {
                 let paused = tm.is_paused(port, q);
                 // Only queues that have carried traffic: bounded by 32 per
                 // port, but most are never used.
-                if st.enq_packets == 0 && depth == 0 && !paused && st.drops_threshold + st.drops_buffer_full == 0 {
+                if st.enq_packets == 0 && depth == 0 && !paused && st.drops_threshold + st.drops_buffer_full + st.pfc_watchdog_drops == 0 {
                     continue;
                 }
                 let qs = qi.to_string();
@@ -245,7 +245,11 @@ impl NodeMetrics {
                 out.counter("weft_queue_enqueued_frames_total", &ql, st.enq_packets);
                 out.counter("weft_queue_tx_bytes_total", &ql, st.tx_bytes);
                 out.counter("weft_queue_tx_frames_total", &ql, st.tx_packets);
-                for (cause, n) in [("dynamic_threshold", st.drops_threshold), ("buffer_full", st.drops_buffer_full)] {
+                for (cause, n) in [
+                    ("dynamic_threshold", st.drops_threshold),
+                    ("buffer_full", st.drops_buffer_full),
+                    ("pfc_watchdog", st.pfc_watchdog_drops),
+                ] {
                     let dl = [("switch", name), ("port", ps.as_str()), ("link", link_of(p)), ("queue", qs.as_str()), ("cause", cause)];
                     out.counter("weft_queue_drops_total", &dl, n);
                 }
@@ -254,6 +258,8 @@ impl NodeMetrics {
                 out.gauge("weft_queue_peak_depth_bytes", &ql, st.max_depth_bytes as f64);
                 out.gauge("weft_queue_paused", &ql, if paused { 1.0 } else { 0.0 });
                 out.gauge("weft_queue_pfc_paused", &ql, if tm.pfc_paused(now, port, qc.pfc_class) { 1.0 } else { 0.0 });
+                out.counter("weft_queue_pfc_watchdog_storms_total", &ql, st.pfc_watchdog_storms);
+                out.counter("weft_queue_pfc_watchdog_forwarded_frames_total", &ql, st.pfc_watchdog_forwarded);
                 if let Some(h) = tm.queue_depth_histogram(port, q) {
                     let bounds: Vec<f64> = DEPTH_BOUNDS.iter().map(|b| *b as f64).collect();
                     out.histogram("weft_queue_depth_at_enqueue_bytes", &ql, &bounds, &h.counts, h.sum as f64);

@@ -29,9 +29,12 @@
 //!                   pfc_pause_sent, pfc_resume_sent, pfc_received},
 //!                   queues[] (only queues that carried traffic): queue,
 //!                   tx_packets, tx_bytes, max_depth_bytes, drops_threshold,
-//!                   drops_buffer_full, ecn_marks
+//!                   drops_buffer_full, ecn_marks (and, only when non-zero,
+//!                   pfc_watchdog_storms, pfc_watchdog_drops,
+//!                   pfc_watchdog_forwarded)
 //! hosts[]           name, ip, counters{...}
-//! network           pfc_pauses, drops, drops_buffer, ecn_marks (all switches)
+//! network           pfc_pauses, drops, drops_buffer, ecn_marks (all switches;
+//!                   pfc_watchdog_drops when non-zero, part of drops)
 //! scheme_totals     counters{...} summed over switches, distributions{name:
 //!                   samples, avg, p50, p99, p999, max} merged over switches
 //!                   (ConWeave: reorder queues per host port and reorder
@@ -190,6 +193,9 @@ impl NetworkTotals {
             network.drops += c.drops();
             network.drops_buffer += c.drop_tm;
             network.ecn_marks += c.ecn_marks;
+            let wd: u64 = w.ports.iter().flat_map(|p| p.queues.iter()).map(|q| q.stats.pfc_watchdog_drops).sum();
+            network.pfc_watchdog_drops += wd;
+            network.drops += wd;
         }
         network
     }
@@ -393,6 +399,14 @@ pub struct NetworkTotals {
     pub drops_buffer: u64,
     /// Frames marked CE.
     pub ecn_marks: u64,
+    /// ... of `drops`, by a PFC watchdog in a storm (`TmConfig::pfc_watchdog`;
+    /// written only when non-zero).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pfc_watchdog_drops: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Distribution of (max - min) / mean of the bytes each leaf sent on its

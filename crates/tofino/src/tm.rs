@@ -15,7 +15,10 @@
 //!   releases up to `pause_leak_packets` of the packets it held when paused
 //!   (already in the dequeue pipeline), then nothing until resumed;
 //! - a queue whose PFC class was paused by a received pause frame is not
-//!   served until the pause expires or is cancelled;
+//!   served until the pause expires or is cancelled, unless the optional
+//!   PFC watchdog ([`PfcWatchdog`]) declared a storm on that port and
+//!   priority: then its pauses are ignored (forward) or its packets
+//!   dropped (drop), counted per queue;
 //! - PFC accounting and pause generation follow the packet's **ingress
 //!   CoS** ([`Arrival::cos`]: the priority it arrived with), whatever queue
 //!   the pipeline put it in; the queue's own `pfc_class` only says which
@@ -159,6 +162,48 @@ impl Default for PfcConfig {
     }
 }
 
+/// A PFC watchdog, as data-center switches offer (SONiC's "PFC Watchdog
+/// Design": detection, mitigation by drop or forward, restoration; Junos'
+/// `pfc-watchdog` defaults to 200 ms of detection and of recovery): a
+/// port whose priority has been held by received pauses without a break
+/// for `detect_ns` is in a *storm* for that priority, which lasts until no
+/// pause for it has arrived for `restore_ns`. During a storm the port
+/// ignores that priority's pauses and sends (`Forward`), or drops the
+/// packets it holds and receives for it (`Drop`). A pause that never ends
+/// (a deadlock, a peer that pauses forever) thus stops spreading, at the
+/// price of the priority's losslessness. Off unless configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PfcWatchdog {
+    /// Continuous pause that declares a storm, ns.
+    pub detect_ns: Nanos,
+    /// Time without a received pause that ends a storm, ns.
+    pub restore_ns: Nanos,
+    /// What the port does during a storm.
+    pub action: PfcWatchdogAction,
+}
+
+/// What a port does for a priority in a PFC storm ([`PfcWatchdog`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PfcWatchdogAction {
+    /// Drop the priority's queued and arriving packets (SONiC's default).
+    #[default]
+    Drop,
+    /// Ignore the priority's pauses and send.
+    Forward,
+}
+
+impl std::str::FromStr for PfcWatchdogAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "drop" => Ok(PfcWatchdogAction::Drop),
+            "forward" => Ok(PfcWatchdogAction::Forward),
+            _ => Err(format!("unknown PFC watchdog action `{s}` (drop, forward)")),
+        }
+    }
+}
+
 /// The authors' ns-3 MTU constant (`SwitchMmu::MTU`, "1000 + headers").
 pub const NS3_MTU: u64 = 1048;
 
@@ -249,6 +294,9 @@ pub struct TmConfig {
     /// `None`: only the buffer rules.
     #[serde(default)]
     pub queue_limit_packets: Option<u32>,
+    /// The PFC watchdog, if any (reacts to pauses this switch receives).
+    #[serde(default)]
+    pub pfc_watchdog: Option<PfcWatchdog>,
 }
 
 /// Traffic classes from this one up (DSCP CS6, CS7) go to the control
@@ -286,6 +334,7 @@ impl TmConfig {
             buffer_model: BufferModel::Tofino,
             held_outside_pfc: false,
             queue_limit_packets: None,
+            pfc_watchdog: None,
         }
     }
 }
@@ -351,6 +400,9 @@ pub enum DropReason {
     BufferFull,
     /// The queue holds its configured number of packets.
     QueueLimit,
+    /// Its priority is in a PFC storm and the watchdog drops
+    /// ([`PfcWatchdogAction::Drop`]).
+    PfcWatchdog,
 }
 
 /// Per-queue counters.
@@ -371,6 +423,20 @@ pub struct QueueStats {
     pub ecn_marks: u64,
     /// Largest depth seen, bytes.
     pub max_depth_bytes: u64,
+    /// PFC storms the watchdog declared while the queue held packets
+    /// ([`PfcWatchdog`]; written only when non-zero, as the next two).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pfc_watchdog_storms: u64,
+    /// Packets the PFC watchdog dropped (queued or arriving in a storm).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pfc_watchdog_drops: u64,
+    /// Packets sent in a storm although their priority was paused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pfc_watchdog_forwarded: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug)]
@@ -402,6 +468,12 @@ struct PortState {
     pfc_paused_until: [Nanos; 8],
     /// Latest of `pfc_paused_until` (no class is paused from then on).
     pfc_any_until: Nanos,
+    /// Per PFC class: when its current unbroken pause began.
+    pfc_since: [Nanos; 8],
+    /// Per PFC class: the latest pause received.
+    pfc_last_rx: [Nanos; 8],
+    /// PFC watchdog: classes in a storm, as last updated at a dequeue.
+    storm: u8,
     rr: [u8; 8],
     bytes: u64,
     /// Per queue: depths seen by buffered packets (apart from `queues` to
@@ -593,6 +665,9 @@ impl TrafficManager {
                     held: 0,
                     pfc_paused_until: [0; 8],
                     pfc_any_until: 0,
+                    pfc_since: [0; 8],
+                    pfc_last_rx: [0; 8],
+                    storm: 0,
                     rr: [0; 8],
                     bytes: 0,
                     depth_hists: vec![DepthHistogram::default(); n],
@@ -671,6 +746,10 @@ impl TrafficManager {
         let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
         let class = arrival.map_or(self.cfg.queues[qi].pfc_class, |a| a.cos & 7);
         let ingress_port = arrival.map(|a| a.port);
+        if self.watchdog_drops(now, port, qi) {
+            self.ports[port.index()].queues[qi].stats.pfc_watchdog_drops += 1;
+            return Err((DropReason::PfcWatchdog, frame));
+        }
         let cells = self.cells_of(frame.len());
         let lossless = self.is_lossless(class);
         let free = self.total_cells.saturating_sub(self.used_cells);
@@ -787,8 +866,18 @@ impl TrafficManager {
         let class = self.cfg.queues[qi].pfc_class as usize;
         let cells = self.cells_of(frame.len()) as u64;
         let free = self.total_cells.saturating_sub(self.used_cells);
+        let storms = self.ports.get(port.index()).map_or(0, |p| Self::storms(self.cfg.pfc_watchdog.as_ref(), p, now));
+        if storms & (1 << class) != 0 && self.ports[port.index()].pfc_paused_until[class] > now {
+            // Its priority is paused, in a storm: dropped, or sent anyway.
+            let stats = &mut self.ports[port.index()].queues[qi].stats;
+            if self.cfg.pfc_watchdog.is_some_and(|w| w.action == PfcWatchdogAction::Drop) {
+                stats.pfc_watchdog_drops += 1;
+                return Err(PassThrough::Dropped(frame));
+            }
+            stats.pfc_watchdog_forwarded += 1;
+        }
         let Some(p) = self.ports.get_mut(port.index()) else { return Err(PassThrough::Queued(frame)) };
-        if self.ns3.is_some() || p.nonempty != 0 || p.queues[qi].paused || p.pfc_paused_until[class] > now {
+        if self.ns3.is_some() || p.nonempty != 0 || p.queues[qi].paused || (p.pfc_paused_until[class] > now && storms & (1 << class) == 0) {
             return Err(PassThrough::Queued(frame));
         }
         let q = &mut p.queues[qi];
@@ -828,13 +917,18 @@ impl TrafficManager {
     /// appended to `pfc`.
     #[must_use = "a dequeued packet must be sent or counted as dropped"]
     pub fn dequeue(&mut self, now: Nanos, port: PortId, rng: &mut impl Rng, pfc: &mut Vec<PfcTransition>) -> Option<Dequeued> {
+        if self.cfg.pfc_watchdog.is_some() {
+            self.update_storms(now, port, pfc);
+        }
         let p = &mut self.ports[port.index()];
         let mut eligible = p.nonempty & !p.held;
         if eligible == 0 {
             return None;
         }
+        let mut blocked_by_pause = 0;
         if p.pfc_any_until > now {
-            eligible &= !Self::pfc_blocked(&self.class_mask, p, now);
+            blocked_by_pause = Self::pfc_blocked(&self.class_mask, p, now, 0);
+            eligible &= !Self::pfc_blocked(&self.class_mask, p, now, p.storm);
         }
         if eligible == 0 {
             return None;
@@ -870,6 +964,10 @@ impl TrafficManager {
         }
         let qi = chosen?;
         let q = &mut p.queues[qi];
+        if blocked_by_pause & (1u128 << qi) != 0 {
+            // Sent in a storm although its priority is paused.
+            q.stats.pfc_watchdog_forwarded += 1;
+        }
         let deq_depth = q.bytes;
         let pkt = q.pkts.pop_front()?;
         let len = pkt.frame.len() as u64;
@@ -912,9 +1010,58 @@ impl TrafficManager {
         Some(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth })
     }
 
-    /// Queues blocked by received PFC pauses at `now`.
-    fn pfc_blocked(class_mask: &[u128; 8], p: &PortState, now: Nanos) -> u128 {
-        (0..8).filter(|&c| p.pfc_paused_until[c] > now).fold(0, |m, c| m | class_mask[c])
+    /// Queues blocked by received PFC pauses at `now`, but for the classes
+    /// in `storms` (the watchdog ignores or drops their pauses).
+    fn pfc_blocked(class_mask: &[u128; 8], p: &PortState, now: Nanos, storms: u8) -> u128 {
+        (0..8).filter(|&c| p.pfc_paused_until[c] > now && storms & (1 << c) == 0).fold(0, |m, c| m | class_mask[c])
+    }
+
+    /// The PFC classes of `p` in a storm at `now` ([`PfcWatchdog`]): paused
+    /// without a break for the detection time, or declared a storm before
+    /// and paused again within the restoration time.
+    fn storms(wd: Option<&PfcWatchdog>, p: &PortState, now: Nanos) -> u8 {
+        let Some(wd) = wd else { return 0 };
+        (0..8)
+            .filter(|&c| {
+                let detected = p.pfc_paused_until[c] > now && now.saturating_sub(p.pfc_since[c]) >= wd.detect_ns;
+                let lasting = p.storm & (1 << c) != 0 && now.saturating_sub(p.pfc_last_rx[c]) < wd.restore_ns;
+                detected || lasting
+            })
+            .fold(0, |m, c| m | 1 << c)
+    }
+
+    /// Whether the watchdog drops what arrives for queue `qi` of `port` now.
+    fn watchdog_drops(&self, now: Nanos, port: PortId, qi: usize) -> bool {
+        let (Some(wd), Some(p)) = (self.cfg.pfc_watchdog, self.ports.get(port.index())) else { return false };
+        wd.action == PfcWatchdogAction::Drop && Self::storms(Some(&wd), p, now) & (1 << (self.cfg.queues[qi].pfc_class & 7)) != 0
+    }
+
+    /// Declares and ends storms on `port` at `now`; a new storm is counted
+    /// on each queue of its class that holds packets and, with the drop
+    /// action, those packets are dropped.
+    fn update_storms(&mut self, now: Nanos, port: PortId, pfc: &mut Vec<PfcTransition>) {
+        let p = &self.ports[port.index()];
+        if p.storm == 0 && p.pfc_any_until <= now {
+            return;
+        }
+        let storms = Self::storms(self.cfg.pfc_watchdog.as_ref(), p, now);
+        let new = storms & !p.storm;
+        self.ports[port.index()].storm = storms;
+        let drop = self.cfg.pfc_watchdog.is_some_and(|w| w.action == PfcWatchdogAction::Drop);
+        for c in (0..8).filter(|c| (new | if drop { storms } else { 0 }) & (1 << c) != 0) {
+            let mut m = self.class_mask[c] & self.ports[port.index()].nonempty;
+            while m != 0 {
+                let qi = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if new & (1 << c) != 0 {
+                    self.ports[port.index()].queues[qi].stats.pfc_watchdog_storms += 1;
+                }
+                if drop {
+                    let n = self.drain_queue(now, port, qi, pfc);
+                    self.ports[port.index()].queues[qi].stats.pfc_watchdog_drops += n;
+                }
+            }
+        }
     }
 
     /// Whether `port` has packets it could send now.
@@ -924,23 +1071,46 @@ impl TrafficManager {
         if e == 0 || p.pfc_any_until <= now {
             return e != 0;
         }
-        e & !Self::pfc_blocked(&self.class_mask, p, now) != 0
+        e & !Self::pfc_blocked(&self.class_mask, p, now, Self::storms(self.cfg.pfc_watchdog.as_ref(), p, now)) != 0
     }
 
-    /// Earliest time a received PFC pause on `port` ends while packets wait behind it.
+    /// Earliest time a received PFC pause on `port` ends while packets wait
+    /// behind it (or, with a PFC watchdog, the pause turns into a storm).
     pub fn pfc_wakeup(&self, now: Nanos, port: PortId) -> Option<Nanos> {
         let p = &self.ports[port.index()];
         if p.pfc_any_until <= now {
             return None;
         }
         let waiting = p.nonempty & !p.held;
-        (0..8).filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0).map(|c| p.pfc_paused_until[c]).min()
+        let detect = self.cfg.pfc_watchdog.map(|w| w.detect_ns);
+        (0..8)
+            .filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0)
+            .map(|c| match detect {
+                Some(d) => p.pfc_paused_until[c].min(p.pfc_since[c].saturating_add(d).max(now + 1)),
+                None => p.pfc_paused_until[c],
+            })
+            .min()
     }
 
-    /// Applies a received pause (`until` > now) or resume (`until` = 0) for `class` on `port`.
-    pub fn pfc_receive(&mut self, port: PortId, class: u8, until: Nanos) {
+    /// Applies a pause received at `now` (`until` > now) or a resume
+    /// (`until` = 0) for `class` on `port`.
+    pub fn pfc_receive(&mut self, now: Nanos, port: PortId, class: u8, until: Nanos) {
         let p = &mut self.ports[port.index()];
-        p.pfc_paused_until[(class & 7) as usize] = until;
+        let c = (class & 7) as usize;
+        if let Some(wd) = self.cfg.pfc_watchdog {
+            // A storm ended once no pause came for the restoration time,
+            // whether or not a dequeue noticed it.
+            if now.saturating_sub(p.pfc_last_rx[c]) >= wd.restore_ns {
+                p.storm &= !(1 << c);
+            }
+        }
+        if until > now {
+            if p.pfc_paused_until[c] <= now {
+                p.pfc_since[c] = now;
+            }
+            p.pfc_last_rx[c] = now;
+        }
+        p.pfc_paused_until[c] = until;
         p.pfc_any_until = p.pfc_paused_until.iter().copied().max().unwrap_or(0);
     }
 
@@ -1126,28 +1296,37 @@ impl TrafficManager {
             n += q.voq.len() as u64;
             q.voq.clear();
             q.voq_bytes = 0;
-            while let Some(pkt) = self.ports[port.index()].queues[qi].pkts.pop_front() {
-                let p = &mut self.ports[port.index()];
-                let q = &mut p.queues[qi];
-                let len = pkt.frame.len() as u64;
-                let before = q.bytes;
-                q.bytes -= len;
-                q.cells -= pkt.cells as u64;
-                if pkt.from_min {
-                    q.min_used_cells -= pkt.cells as u64;
-                }
-                q.stats.drops_buffer_full += 1;
-                p.bytes -= len;
-                if let Some(n3) = self.ns3.as_mut().filter(|_| pkt.mmu_counted) {
-                    n3.egress_change(before, before - len);
-                }
-                self.release(now, &pkt, pfc);
-                n += 1;
-            }
-            let p = &mut self.ports[port.index()];
-            p.nonempty &= !(1u128 << qi);
-            p.queues[qi].deficit = 0;
+            let dropped = self.drain_queue(now, port, qi, pfc);
+            self.ports[port.index()].queues[qi].stats.drops_buffer_full += dropped;
+            n += dropped;
         }
+        n
+    }
+
+    /// Removes every packet of queue `qi` of `port` (releasing its buffer
+    /// and ingress accounting); returns how many. The caller counts them.
+    fn drain_queue(&mut self, now: Nanos, port: PortId, qi: usize, pfc: &mut Vec<PfcTransition>) -> u64 {
+        let mut n = 0;
+        while let Some(pkt) = self.ports[port.index()].queues[qi].pkts.pop_front() {
+            let p = &mut self.ports[port.index()];
+            let q = &mut p.queues[qi];
+            let len = pkt.frame.len() as u64;
+            let before = q.bytes;
+            q.bytes -= len;
+            q.cells -= pkt.cells as u64;
+            if pkt.from_min {
+                q.min_used_cells -= pkt.cells as u64;
+            }
+            p.bytes -= len;
+            if let Some(n3) = self.ns3.as_mut().filter(|_| pkt.mmu_counted) {
+                n3.egress_change(before, before - len);
+            }
+            self.release(now, &pkt, pfc);
+            n += 1;
+        }
+        let p = &mut self.ports[port.index()];
+        p.nonempty &= !(1u128 << qi);
+        p.queues[qi].deficit = 0;
         n
     }
 
@@ -1613,9 +1792,70 @@ mod tests {
         for q in [3, 5] {
             t.enqueue(0, PortId(1), QueueId(q), frame(1000), None, &mut pfc).unwrap();
         }
-        t.pfc_receive(PortId(1), 3, 1_000);
+        t.pfc_receive(0, PortId(1), 3, 1_000);
         assert_eq!(t.dequeue(0, PortId(1), &mut rng, &mut pfc).map(|d| d.queue), Some(QueueId(5)));
         assert!(t.dequeue(0, PortId(1), &mut rng, &mut pfc).is_none(), "queue 3 is paused");
+    }
+
+    fn with_watchdog(action: PfcWatchdogAction) -> TrafficManager {
+        let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
+        cfg.pfc_watchdog = Some(PfcWatchdog { detect_ns: 20_000, restore_ns: 20_000, action });
+        tm(cfg)
+    }
+
+    /// Forward: a priority paused without a break for the detection time
+    /// sends anyway (the port wakes at that instant), counted; once no
+    /// pause arrived for the restoration time, pauses hold it again.
+    #[test]
+    fn the_pfc_watchdog_forwards_a_priority_paused_too_long_then_honours_pauses_again() {
+        let mut t = with_watchdog(PfcWatchdogAction::Forward);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        for _ in 0..3 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+        }
+        // Pauses refreshed every 5 µs, each for 10 µs: an unbroken pause.
+        for k in 0..8u64 {
+            t.pfc_receive(k * 5_000, PortId(0), 0, k * 5_000 + 10_000);
+            if k * 5_000 < 20_000 {
+                assert!(t.dequeue(k * 5_000, PortId(0), &mut rng, &mut pfc).is_none(), "paused at {} µs", k * 5);
+                assert_eq!(t.pfc_wakeup(k * 5_000, PortId(0)), Some((k * 5_000 + 10_000).min(20_000)));
+            }
+        }
+        let d = t.dequeue(20_000, PortId(0), &mut rng, &mut pfc).expect("a storm: sent anyway");
+        assert_eq!(d.queue, QueueId(0));
+        let st = t.queue_stats(PortId(0), QueueId(0));
+        assert_eq!((st.pfc_watchdog_storms, st.pfc_watchdog_forwarded, st.pfc_watchdog_drops), (1, 1, 0));
+        // The last pause came at 35 µs; at 60 µs the storm is over and a
+        // new pause holds the queue again.
+        t.pfc_receive(60_000, PortId(0), 0, 70_000);
+        assert!(t.dequeue(60_000, PortId(0), &mut rng, &mut pfc).is_none(), "pauses are honoured after the storm");
+        assert!(t.dequeue(70_000, PortId(0), &mut rng, &mut pfc).is_some(), "and expire as usual");
+    }
+
+    /// Drop: the paused priority's queued packets are dropped at the
+    /// detection instant (their buffer released) and arrivals refused.
+    #[test]
+    fn the_pfc_watchdog_drops_a_priority_paused_too_long() {
+        let mut t = with_watchdog(PfcWatchdogAction::Drop);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        for _ in 0..3 {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), None, &mut pfc).unwrap();
+        }
+        t.enqueue(0, PortId(0), QueueId(1), frame(1000), None, &mut pfc).unwrap();
+        t.pfc_receive(0, PortId(0), 0, 1_000_000);
+        t.pfc_receive(0, PortId(0), 1, 1_000);
+        // Class 1's short pause ends at 1 µs: its packet leaves, no storm.
+        assert_eq!(t.dequeue(1_000, PortId(0), &mut rng, &mut pfc).map(|d| d.queue), Some(QueueId(1)));
+        assert!(t.dequeue(19_999, PortId(0), &mut rng, &mut pfc).is_none());
+        assert!(t.dequeue(20_000, PortId(0), &mut rng, &mut pfc).is_none(), "dropped, not sent");
+        assert_eq!(t.queue_stats(PortId(0), QueueId(0)).pfc_watchdog_drops, 3);
+        assert_eq!(t.used_cells(), 0, "their buffer is released");
+        let refused = t.enqueue(21_000, PortId(0), QueueId(0), frame(1000), None, &mut pfc);
+        assert!(matches!(refused, Err((DropReason::PfcWatchdog, _))));
+        assert_eq!(t.queue_stats(PortId(0), QueueId(0)).pfc_watchdog_drops, 4);
+        assert_eq!(t.queue_stats(PortId(0), QueueId(1)).pfc_watchdog_storms, 0);
     }
 
     /// A guaranteed minimum (Tofino's queue gmin, from the MIN pool) admits
@@ -1686,7 +1926,7 @@ mod tests {
         let mut pfc = vec![];
         t.enqueue(0, PortId(0), QueueId(0), frame(100), None, &mut pfc).unwrap();
         t.enqueue(0, PortId(0), QueueId(1), frame(100), None, &mut pfc).unwrap();
-        t.pfc_receive(PortId(0), 0, 1000);
+        t.pfc_receive(0, PortId(0), 0, 1000);
         assert_eq!(t.dequeue(10, PortId(0), &mut rng, &mut pfc).unwrap().queue, QueueId(1));
         assert!(t.dequeue(10, PortId(0), &mut rng, &mut pfc).is_none());
         assert_eq!(t.pfc_wakeup(10, PortId(0)), Some(1000));

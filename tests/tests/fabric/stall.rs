@@ -5,13 +5,15 @@
 
 use crate::{link_down, run, shipped};
 use emu_node::engine::Engine;
-use emu_node::fabric::NodeKind;
+use emu_node::fabric::{FabricSpec, NodeKind};
 use emu_node::host::{RoceConfig, RoceHost, SizedFlow};
-use emu_node::ids::{FlowId, QueueId};
+use emu_node::ids::{FlowId, PortId, QueueId};
 use emu_node::node::{switch_config, HostTransport, Node, NodeConfig};
 use emu_node::schemes::ecmp::Ecmp;
 use emu_node::switch::Switch;
+use emu_node::time::Nanos;
 use emu_node::tofino::program::Declarations;
+use emu_node::tofino::tm::{PfcWatchdog, PfcWatchdogAction};
 use emu_node::tofino::{IngressCx, Program, ProgramError};
 use emu_node::watchdog::{ProgressWatchdog, StallReport};
 use emu_orchestrator::experiment::{RunOptions, StallTimeout, Transport};
@@ -88,12 +90,15 @@ impl Program for NeverResumes {
     }
 }
 
-#[test]
-fn a_queue_a_program_never_resumes_is_reported_with_the_pauses_it_causes() {
+/// leaf-spine-2x4, lossless RoCE, leaf1 running [`NeverResumes`] and every
+/// switch the PFC watchdog `watchdog`: eight 4 MB flows from leaf0's hosts
+/// into h8, run until the progress watchdog (2 ms) fires or 20 ms pass.
+fn never_resumes(watchdog: Option<PfcWatchdog>) -> (FabricSpec, Engine, Option<(Nanos, Nanos)>) {
     let mut fabric = Topology::parse("t.toml", shipped("leaf-spine-2x4")).unwrap().fabric;
     for n in &mut fabric.nodes {
         if let NodeKind::Switch(s) = &mut n.kind {
             s.pfc = true;
+            s.pfc_watchdog = watchdog;
         }
     }
     let rc = RoceConfig::lossless();
@@ -107,7 +112,6 @@ fn a_queue_a_program_never_resumes_is_reported_with_the_pauses_it_causes() {
         None => None,
     });
     let mut e = Engine::with_nodes(&fabric, nodes).unwrap();
-    // Eight 4 MB flows from leaf0's hosts into h8 (leaf1's port 0).
     let h8 = fabric.node_by_name("h8").unwrap();
     let dst = fabric.nodes[h8.index()].as_host().unwrap().ip;
     for i in 0..8u32 {
@@ -122,9 +126,15 @@ fn a_queue_a_program_never_resumes_is_reported_with_the_pauses_it_causes() {
     while stalled.is_none() && t < 20_000_000 {
         t += w.check_every();
         e.run_until(t, u64::MAX);
-        stalled = w.check(&e, t);
+        stalled = w.check(&e, t).map(|since| (since, t));
     }
-    let since = stalled.expect("the watchdog fired");
+    (fabric, e, stalled)
+}
+
+#[test]
+fn a_queue_a_program_never_resumes_is_reported_with_the_pauses_it_causes() {
+    let (fabric, e, stalled) = never_resumes(None);
+    let (since, t) = stalled.expect("the watchdog fired");
     let r = StallReport::collect(&fabric, &e, t, since);
     assert_eq!(r.flows_waiting, 8);
     let held: Vec<_> = r.paused_by_program.iter().map(|q| (q.switch.as_str(), q.port.0, q.queue.0, q.peer.as_str())).collect();
@@ -132,6 +142,34 @@ fn a_queue_a_program_never_resumes_is_reported_with_the_pauses_it_causes() {
     assert!(r.paused_by_program[0].bytes > 100_000, "it holds the flows' packets");
     assert!(r.fullest.iter().any(|q| q.switch == "leaf1" && q.paused_by_program), "the paused queue is among the fullest");
     assert!(r.pauses.iter().any(|p| p.switch == "leaf1" && !p.received && p.class == 3), "leaf1 asserts XOFF for priority 3");
+    assert!(r.pauses.iter().any(|p| p.switch == "leaf0" && p.received), "the pause spread to leaf0's uplinks");
     let text = r.to_string();
     assert!(text.contains("leaf1 port 0 (to h8) queue 3") && text.contains("paused by the program"), "{text}");
+}
+
+/// The same with a PFC watchdog (drop after 1 ms) on every switch: the
+/// spines that leaf1 pauses for good declare a storm and drop priority 3
+/// towards it, so the pause stops spreading: no spine pauses leaf0. (The
+/// program's queue itself is no PFC pause: its flows stay unfinished.)
+#[test]
+fn a_pfc_watchdog_stops_a_pause_that_never_ends_from_spreading() {
+    let wd = PfcWatchdog { detect_ns: 1_000_000, restore_ns: 1_000_000, action: PfcWatchdogAction::Drop };
+    let (fabric, e, stalled) = never_resumes(Some(wd));
+    let (since, t) = stalled.expect("the h8 flows never finish");
+    let r = StallReport::collect(&fabric, &e, t, since);
+    let queue_stats = |switch: &str| -> (u64, u64) {
+        let id = fabric.node_by_name(switch).unwrap();
+        let Node::Switch(s) = &e.nodes()[id.index()] else { panic!("{switch} is a switch") };
+        let tm = s.traffic_manager();
+        let ports = fabric.nodes[id.index()].ports.len();
+        (0..ports)
+            .flat_map(|p| (0..tm.config().queues_per_port).map(move |q| tm.queue_stats(PortId(p as u16), QueueId(q))))
+            .fold((0, 0), |(st, d), q| (st + q.pfc_watchdog_storms, d + q.pfc_watchdog_drops))
+    };
+    for spine in ["spine0", "spine1", "spine2", "spine3"] {
+        let (storms, drops) = queue_stats(spine);
+        assert!(storms >= 1 && drops > 0, "{spine}: {storms} storms, {drops} drops");
+    }
+    assert!(!r.pauses.iter().any(|p| p.switch == "leaf0" && p.received), "no spine pauses leaf0: {:?}", r.pauses);
+    assert_eq!(r.flows_waiting, 8);
 }

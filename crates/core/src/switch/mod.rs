@@ -745,7 +745,7 @@ impl Switch {
             let mut pfc = std::mem::take(&mut self.pfc_scratch);
             self.counters.drop_link_down += self.tm.flush_port(now, port, &mut pfc);
             for c in 0..8 {
-                self.tm.pfc_receive(port, c, 0);
+                self.tm.pfc_receive(now, port, c, 0);
             }
             self.emit_pfc(now, &mut pfc, out);
             self.pfc_scratch = pfc;
@@ -1207,7 +1207,7 @@ impl Switch {
             if r.class_enable & (1 << c) != 0 {
                 let q = r.quanta[c as usize];
                 let until = if q == 0 { 0 } else { now + pfc::quanta_to_ns(q, rate) };
-                self.tm.pfc_receive(port, c, until);
+                self.tm.pfc_receive(now, port, c, until);
             }
         }
         self.kick(now, port, out);
