@@ -36,7 +36,10 @@ impl ConWeave {
             }
             match slot.state {
                 SlotState::Paused if reached(now32, slot.resume_at) => {
+                    // Resumed now; the deadline below only concerns a queue
+                    // that a TAIL should have resumed.
                     slot.state = SlotState::Resumed;
+                    slot.resume_at = now32.wrapping_add(redo as u32);
                     (slot.pack(), Act::Expire)
                 }
                 SlotState::Resumed if empty => (0, Act::Free),
