@@ -244,6 +244,11 @@ struct CompareArgs {
     /// gathered into the same compare.json.
     #[arg(long, value_name = "FILE")]
     machines: Option<PathBuf>,
+    /// Stop a run whose flows stopped moving for this span of simulated
+    /// time (as for `weft run`); the comparison writes every result and
+    /// exits with status 3, printing what held each stalled fabric.
+    #[arg(long, default_value = "auto", value_name = "DURATION|auto|off")]
+    stall_timeout: String,
 }
 
 /// Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
@@ -428,6 +433,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     }
     let warmup = parse_duration(&a.warmup).context("--warmup")?;
     let slowdown: emu_node::fct::SlowdownDefinition = a.slowdown.parse().map_err(anyhow::Error::msg).context("--slowdown")?;
+    let stall_timeout: experiment::StallTimeout = a.stall_timeout.parse().map_err(anyhow::Error::msg).context("--stall-timeout")?;
     let transports: Vec<(String, experiment::Transport)> =
         a.transport.iter().map(|t| Ok((t.clone(), t.parse().map_err(anyhow::Error::msg)?))).collect::<Result<_>>()?;
     if a.threads == 0 {
@@ -458,6 +464,7 @@ fn compare(a: CompareArgs) -> Result<()> {
             ("--seed", a.seed.to_string()),
             ("--threads", a.threads.to_string()),
             ("--slowdown", a.slowdown.clone()),
+            ("--stall-timeout", a.stall_timeout.clone()),
         ] {
             v.push(Lit(k.into()));
             v.push(Lit(val));
@@ -470,6 +477,8 @@ fn compare(a: CompareArgs) -> Result<()> {
     };
     let started = std::time::Instant::now();
     let mut report = Vec::new();
+    // (cell, the watchdog's report) of every run the progress watchdog stopped.
+    let mut stalled: Vec<(String, String)> = Vec::new();
     let interrupt = stop_on_ctrl_c()?;
     for (tname, transport) in &transports {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
@@ -485,6 +494,7 @@ fn compare(a: CompareArgs) -> Result<()> {
             warmup,
             slowdown,
             workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
+            stall_timeout,
             ..RunOptions::default()
         };
         let t0 = std::time::Instant::now();
@@ -536,6 +546,13 @@ fn compare(a: CompareArgs) -> Result<()> {
             );
             if let Some(why) = &o.summary.incomplete {
                 println!("{:<10} {:>5} | {why}", "", "");
+            }
+            let cell = format!("{} at load {} ({tname})", c.scheme, c.load);
+            match (&o.stalled, &o.summary.incomplete) {
+                (Some(r), _) => stalled.push((cell, r.to_string())),
+                // A cell run on another machine: its summary says it stalled.
+                (None, Some(why)) if why.starts_with("stalled") => stalled.push((cell, why.clone())),
+                _ => {}
             }
             let dir = a.out.join(tname).join(format!("{}-load{}", c.scheme, c.load));
             std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -599,6 +616,12 @@ fn compare(a: CompareArgs) -> Result<()> {
         a.out.display(),
         a.out.join("plots").display()
     );
+    if !stalled.is_empty() {
+        for (cell, r) in &stalled {
+            eprintln!("error: {cell} stalled; stopped by the progress watchdog (--stall-timeout)\n{r}");
+        }
+        std::process::exit(STALLED_EXIT);
+    }
     Ok(())
 }
 

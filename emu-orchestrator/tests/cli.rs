@@ -143,6 +143,42 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     assert_one_line_error(&weft(&["run", "--stall-timeout", "soon", "--out", ds]), "--stall-timeout", &d);
 }
 
+/// A comparison whose fabric stops moving writes every result, prints what
+/// held it and exits with status 3.
+#[test]
+fn a_comparison_with_a_stalled_cell_writes_its_results_and_exits_3() {
+    let d = tmp("compare-stall");
+    let topo = std::env::temp_dir().join(format!("weft-stall-{}.toml", std::process::id()));
+    std::fs::write(
+        &topo,
+        "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\n\
+         host_link = { rate = \"25Gbps\", delay = \"1us\" }\n\
+         [[events]]\nat = \"1ns\"\nlink = \"h0-leaf0\"\naction = \"down\"\n",
+    )
+    .unwrap();
+    let o = weft(&[
+        "compare",
+        topo.to_str().unwrap(),
+        "--schemes",
+        "ecmp",
+        "--loads",
+        "0.5",
+        "--flows",
+        "40",
+        "--transport",
+        "roce-lossless",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("ecmp at load 0.5 (roce-lossless) stalled") && e.contains("unfinished flows"), "{e}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("compare.json")).unwrap()).unwrap();
+    assert!(v["runs"][0]["incomplete"].as_str().unwrap().starts_with("stalled"), "{}", v["runs"][0]["incomplete"]);
+    let _ = std::fs::remove_file(topo);
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// A fabric that stops moving (here h3's link fails for good, so its two
 /// RoCE flows resend into it forever) ends with a report and status 3
 /// instead of running on; the results are written, marked incomplete.
