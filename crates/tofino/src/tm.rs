@@ -308,6 +308,15 @@ impl TmConfig {
     pub fn control_queue(&self) -> QueueId {
         QueueId(self.queues_per_port - 1)
     }
+    /// The PFC class of `queue` in the standard layout of `queues_per_port`
+    /// queues: q (at most 6) for a data queue, 7 for the control queue.
+    pub fn standard_pfc_class(queues_per_port: u8, queue: QueueId) -> u8 {
+        if queue.0 >= queues_per_port.saturating_sub(1) {
+            7
+        } else {
+            queue.0.min(6)
+        }
+    }
     /// Default layout: queue q < 8 carries traffic class q (PFC class q),
     /// queues 0..n-1 at priority 0 with weight 1 (DWRR), the last queue is the
     /// control queue at priority 7 without ECN; data queues mark with `ecn`.
@@ -315,10 +324,11 @@ impl TmConfig {
         let n = queues_per_port.clamp(2, 128);
         let queues = (0..n)
             .map(|q| {
+                let pfc_class = Self::standard_pfc_class(n, QueueId(q));
                 if q == n - 1 {
-                    QueueConfig { priority: 7, weight: 1, ecn: None, pfc_class: 7 }
+                    QueueConfig { priority: 7, weight: 1, ecn: None, pfc_class }
                 } else {
-                    QueueConfig { priority: 0, weight: 1, ecn, pfc_class: q.min(6) }
+                    QueueConfig { priority: 0, weight: 1, ecn, pfc_class }
                 }
             })
             .collect();

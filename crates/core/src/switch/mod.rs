@@ -1024,9 +1024,9 @@ impl Switch {
                     ipv4::Packet::new_unchecked(&mut frame[a.info.l3_offset as usize..]).decrement_ttl();
                 }
                 Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
-                let queue = decision.queue.unwrap_or_else(|| self.default_queue(&a.info));
-                let arrival =
-                    a.in_port.filter(|p| p.index() < self.ports.len()).map(|port| Arrival { port, cos: self.ingress_cos(&a.info) });
+                let tc = Self::traffic_class(&a.info);
+                let queue = decision.queue.unwrap_or_else(|| self.default_queue(tc));
+                let arrival = a.in_port.filter(|p| p.index() < self.ports.len()).map(|port| Arrival { port, cos: self.ingress_cos(tc) });
                 self.enqueue(now, Admission { port: egress, queue, arrival, bridged: decision.bridged }, frame, out);
             }
         }
@@ -1070,9 +1070,13 @@ impl Switch {
         }
     }
 
-    /// Queue by traffic class: DSCP >> 3; CS6/CS7 go to the control queue.
-    fn default_queue(&self, info: &FrameInfo) -> QueueId {
-        let tc = info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0);
+    /// A packet's traffic class: DSCP >> 3, or the 802.1Q PCP.
+    fn traffic_class(info: &FrameInfo) -> u8 {
+        info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0)
+    }
+
+    /// Queue of traffic class `tc`: queue `tc`; CS6/CS7 go to the control queue.
+    fn default_queue(&self, tc: u8) -> QueueId {
         let n = self.tm.config().queues_per_port;
         if tc >= weft_tofino::CONTROL_TRAFFIC_CLASS {
             self.tm.config().control_queue()
@@ -1081,19 +1085,14 @@ impl Switch {
         }
     }
 
-    /// The ingress CoS of a packet: the PFC priority of the queue its
-    /// traffic class selects in the standard layout (DSCP >> 3, or the
-    /// 802.1Q PCP; CS6/CS7 the control class 7), which is the priority its
-    /// sender pauses when asked. It does not depend on the queue the program
-    /// chose or on how the program configured its queues: a pause must name
-    /// the priority the upstream port sends the packet with.
-    fn ingress_cos(&self, info: &FrameInfo) -> u8 {
-        let tc = info.ip.map(|i| i.dscp >> 3).or(info.pcp).unwrap_or(0);
-        if tc >= weft_tofino::CONTROL_TRAFFIC_CLASS {
-            7
-        } else {
-            tc.min(self.tm.config().queues_per_port.saturating_sub(2)).min(6)
-        }
+    /// The ingress CoS of a packet of traffic class `tc`: the PFC class
+    /// that the queue of that class has in the standard layout (CS6/CS7:
+    /// the control class 7), which is the priority its sender pauses when
+    /// asked. It does not depend on the queue the program chose or on how
+    /// the program configured its queues: a pause must name the priority the
+    /// upstream port sends the packet with.
+    fn ingress_cos(&self, tc: u8) -> u8 {
+        TmConfig::standard_pfc_class(self.tm.config().queues_per_port, self.default_queue(tc))
     }
 
     /// Admits `frame` as `a` says (through the cut-through fast path when
