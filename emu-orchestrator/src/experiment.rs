@@ -33,8 +33,10 @@ use std::time::{Duration, Instant};
 pub struct RunOptions {
     /// Scheme for every switch (`None`: as in the topology).
     pub scheme: Option<String>,
-    /// Scheme parameter overrides (`--set scheme.param=value`, prefix removed).
-    pub params: Params,
+    /// Scheme parameter overrides by scheme (`--set scheme.param=value`):
+    /// each reaches only the switches that run its scheme, and a scheme no
+    /// switch runs is an error ([`crate::params`]).
+    pub scheme_params: std::collections::BTreeMap<String, Params>,
     /// Traffic pattern.
     pub traffic: Pattern,
     /// Bytes per flow (when `rate` is `None`).
@@ -180,7 +182,7 @@ pub const DRAIN_AFTER_TRAFFIC: Nanos = 10_000_000;
 
 /// Prefixes of transport and traffic-manager parameters in `--set` (they
 /// travel in [`RunOptions::transport_params`]).
-pub const TRANSPORT_PARAM_GROUPS: [&str; 5] = ["roce", "irn", "dcqcn", "tcp", "tm"];
+pub use crate::params::TRANSPORT_PARAM_GROUPS;
 
 /// Traffic-manager parameters of every switch: (name, unit, meaning).
 pub const TM_PARAMS: [(&str, &str, &str); 5] = [
@@ -431,7 +433,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             scheme: None,
-            params: Params::new(),
+            scheme_params: Default::default(),
             traffic: Pattern::Permutation,
             flow_size: 1_000_000,
             rate: None,
@@ -462,6 +464,9 @@ pub enum RunError {
     /// Scheme problem.
     #[error(transparent)]
     Scheme(#[from] SchemeError),
+    /// A `--set` that cannot be applied.
+    #[error(transparent)]
+    Set(#[from] crate::params::SetError),
     /// A flow list that does not parse or does not fit the topology.
     #[error(transparent)]
     FlowList(#[from] emu_node::workload::WorkloadFileError),
@@ -542,7 +547,6 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             if let Some(sc) = &opts.scheme {
                 s.scheme = sc.clone();
             }
-            s.params.extend(opts.params.clone());
             if opts.scale_time_params {
                 s.time_scale = scheme_time_scale(&s.scheme, rate).map_or(TimeScale::ONE, |t| t.scale);
             }
@@ -558,6 +562,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             }
         }
     }
+    crate::params::apply_scheme_params(&mut fabric, &opts.scheme_params);
     fabric
 }
 
@@ -686,8 +691,9 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
+    crate::params::check_schemes_run(&fabric, &opts.scheme_params)?;
     for s in &scheme_names {
-        schemes::build(s, &opts.params, Default::default())?;
+        schemes::build(s, opts.scheme_params.get(s).unwrap_or(&Params::new()), Default::default())?;
     }
     let hosts = fabric.hosts();
     let mut dscp_of: Vec<u8> = Vec::new();
@@ -937,8 +943,7 @@ pub struct CompareCell {
 }
 
 /// Runs `base` for every scheme x load (the workload's load is replaced;
-/// each scheme gets its own parameters from `params`, `base.params` when
-/// absent), on up to `jobs` threads. Each run is independent and seeded by
+/// each scheme gets its own parameters from `params`, none when absent), on up to `jobs` threads. Each run is independent and seeded by
 /// `base.seed`, so the matrix is deterministic whatever `jobs` is.
 pub fn compare(
     topo: &Topology,
@@ -961,9 +966,7 @@ pub fn compare(
                 }
                 let mut opts = base.clone();
                 opts.scheme = Some(scheme.clone());
-                if let Some(p) = params.get(scheme) {
-                    opts.params = p.clone();
-                }
+                opts.scheme_params = params.get(scheme).map(|p| [(scheme.clone(), p.clone())].into()).unwrap_or_default();
                 if let Some(w) = &mut opts.workload {
                     w.load = *load;
                 }

@@ -12,6 +12,7 @@ pub mod experiment;
 pub mod k8s;
 pub mod live;
 pub mod machines;
+pub mod params;
 pub mod plots;
 pub mod prometheus;
 pub mod topology;

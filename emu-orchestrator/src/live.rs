@@ -119,6 +119,18 @@ pub enum LiveError {
     /// A blocking task panicked or was cancelled.
     #[error(transparent)]
     Task(#[from] tokio::task::JoinError),
+    /// A fabric token file that is not a token.
+    #[error("{0}: {1}")]
+    Token(String, String),
+    /// A teardown left something it could not remove (the state file is
+    /// kept, so a later `weft down` retries).
+    #[error("teardown incomplete, kept {state} so that `weft down` can retry; left: {}", left.join("; "))]
+    Leftovers {
+        /// The state file kept.
+        state: String,
+        /// What is left, with why.
+        left: Vec<String>,
+    },
     /// I/O.
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
@@ -359,70 +371,177 @@ fn kill(pid: u32, sig: i32) {
     }
 }
 
-/// Removes what a dead orchestrator left (processes, namespaces, state).
-/// Returns what it removed; fails if the orchestrator is still alive.
+/// What a teardown did: what it removed and what it could not remove.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Teardown {
+    /// What was removed, one line each.
+    pub removed: Vec<String>,
+    /// What is still there, one line each with the reason.
+    pub left: Vec<String>,
+}
+
+/// Removes what a dead orchestrator left (processes, namespaces, VM
+/// directories). The state file goes only when nothing is left: otherwise
+/// it stays, [`LiveError::Leftovers`] names what is left, and a later call
+/// retries. Fails if the orchestrator is still alive.
+///
+/// Blocking (up to seconds: Prometheus's orderly stop, ssh to other
+/// machines); async code runs it with `spawn_blocking`.
 pub fn remove_leftovers(dir: &Path) -> Result<Vec<String>, LiveError> {
     let Some(st) = read_state(dir) else { return Ok(vec![]) };
     if st.orchestrator != std::process::id() && alive(st.orchestrator) {
         return Err(LiveError::AlreadyUp(st.orchestrator));
     }
-    let mut removed = Vec::new();
-    for (&i, &pid) in &st.processes {
-        if alive(pid) && is_emu_node(pid) {
-            kill(pid, libc::SIGKILL);
-            removed.push(format!("emu-node {i} (pid {pid})"));
+    let t = teardown(&st, Owner::Unknown);
+    finish_teardown(dir, t.left)?;
+    Ok(t.removed)
+}
+
+/// Whose processes the state's pids are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// This orchestrator started them: every pid is its child.
+    This,
+    /// A dead orchestrator's: a pid may have been reused since, so only
+    /// processes that are recognisably the fabric's are killed.
+    Unknown,
+}
+
+/// Removes the fabric of `st` (processes here and on other machines,
+/// Prometheus, namespaces, VM directories), reporting what it removed and
+/// what it could not. Blocking; the state file is not touched.
+fn teardown(st: &FabricState, owner: Owner) -> Teardown {
+    let mut t = Teardown::default();
+    if let Some((pid, _)) = &st.prometheus {
+        if alive(*pid) && (owner == Owner::This || is_prometheus(*pid)) {
+            // SIGTERM: Prometheus flushes its head block and exits.
+            kill(*pid, libc::SIGTERM);
+            if !wait_gone(&[*pid], Duration::from_secs(5)) {
+                kill(*pid, libc::SIGKILL);
+            }
+            t.removed.push(format!("prometheus (pid {pid})"));
         }
     }
-    // Processes on other machines: their ssh sessions here (checked to be
-    // this fabric's by its certificate pin on their command line), then
-    // the emu-nodes and namespaces there.
-    for (&i, r) in &st.machines {
-        if let Some(&pid) = st.processes.get(&i) {
-            let ours = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&st.pin));
-            if alive(pid) && ours && !st.pin.is_empty() {
-                kill(pid, libc::SIGKILL);
+    let mut killed = Vec::new();
+    for (&i, &pid) in &st.processes {
+        let remote = st.machines.contains_key(&i);
+        // An ssh session to another machine is recognised by the fabric's
+        // certificate pin on its command line.
+        let ours = match (owner, remote) {
+            (Owner::This, _) => true,
+            (Owner::Unknown, false) => is_emu_node(pid),
+            (Owner::Unknown, true) => {
+                !st.pin.is_empty()
+                    && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&st.pin))
+            }
+        };
+        if alive(pid) && ours {
+            kill(pid, libc::SIGKILL);
+            killed.push(pid);
+            if !remote {
+                t.removed.push(format!("emu-node {i} (pid {pid})"));
             }
         }
-        removed.push(format!("emu-node {i} on machine {} (pid {} there) and its hosts' namespaces", r.machine.name, r.pid));
     }
-    clean_machines(&st);
-    if let Some((pid, _)) = &st.prometheus {
-        if alive(*pid) && is_prometheus(*pid) {
-            kill(*pid, libc::SIGKILL);
-            removed.push(format!("prometheus (pid {pid})"));
+    if !wait_gone(&killed, Duration::from_secs(2)) {
+        for (&i, &pid) in st.processes.iter().filter(|(_, p)| killed.contains(p) && alive(**p)) {
+            t.left.push(format!("process {i} (pid {pid}) survived SIGKILL"));
         }
     }
-    std::thread::sleep(Duration::from_millis(100));
+    for (line, ok) in clean_machines(st) {
+        if ok {
+            t.removed.push(line);
+        } else {
+            t.left.push(line);
+        }
+    }
     let existing = emu_node::tap::list_netns();
-    for ns in &st.netns {
-        if existing.contains(ns) {
-            emu_node::tap::delete_netns(ns)?;
-            removed.push(format!("netns {ns}"));
+    for ns in st.netns.iter().filter(|ns| existing.contains(ns)) {
+        match emu_node::tap::delete_netns(ns) {
+            Ok(()) => t.removed.push(format!("netns {ns}")),
+            Err(e) => t.left.push(format!("netns {ns}: {e}")),
         }
     }
-    if let Some(vm) = &st.vm_dir {
-        if std::path::Path::new(vm).exists() {
-            let _ = std::fs::remove_dir_all(vm);
-            removed.push(format!("VM directories {vm}"));
+    if let Some(vm) = st.vm_dir.as_deref().filter(|vm| Path::new(vm).exists()) {
+        match std::fs::remove_dir_all(vm) {
+            Ok(()) => t.removed.push(format!("VM directories {vm}")),
+            Err(e) => t.left.push(format!("VM directories {vm}: {e}")),
         }
     }
-    let _ = std::fs::remove_file(state_file(dir));
+    t
+}
+
+/// Removes the state file and the control socket when nothing is `left`;
+/// otherwise keeps the state file (a later `weft down` retries) and names
+/// what is left.
+fn finish_teardown(dir: &Path, left: Vec<String>) -> Result<(), LiveError> {
     let _ = std::fs::remove_file(socket_file(dir));
-    Ok(removed)
+    if !left.is_empty() {
+        return Err(LiveError::Leftovers { state: state_file(dir).display().to_string(), left });
+    }
+    match std::fs::remove_file(state_file(dir)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("removing the state file")(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Tears down the fabric of `st` from async code (on a blocking thread)
+/// and then removes or keeps its state file as [`finish_teardown`] says.
+async fn teardown_async(dir: &Path, st: &FabricState) -> Result<(), LiveError> {
+    let st = st.clone();
+    let t = tokio::task::spawn_blocking(move || teardown(&st, Owner::This)).await?;
+    finish_teardown(dir, t.left)
+}
+
+/// Waits up to `limit` for every process of `pids` to be gone; whether they are.
+fn wait_gone(pids: &[u32], limit: Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if !pids.iter().any(|&p| alive(p)) {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Cleans up, over ssh and in parallel, what the fabric of `st` left on
-/// other machines (each at most 10 s).
-fn clean_machines(st: &FabricState) {
-    let cleaners: Vec<_> = st.machines.values().filter_map(|r| crate::machines::spawn_cleanup(&r.machine, r.pid, &r.netns)).collect();
-    for mut c in cleaners {
-        let until = std::time::Instant::now() + Duration::from_secs(10);
-        while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+/// other machines (each at most 10 s): one line per machine process, with
+/// whether its clean-up succeeded.
+fn clean_machines(st: &FabricState) -> Vec<(String, bool)> {
+    let what =
+        |i: u32, r: &RemoteProcess| format!("emu-node {i} on machine {} (pid {} there) and its hosts' namespaces", r.machine.name, r.pid);
+    let cleaners: Vec<_> =
+        st.machines.iter().map(|(&i, r)| (what(i, r), crate::machines::spawn_cleanup(&r.machine, r.pid, &r.netns))).collect();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    cleaners
+        .into_iter()
+        .map(|(line, child)| {
+            let mut c = match child {
+                Ok(c) => c,
+                Err(e) => return (format!("{line}: {e}"), false),
+            };
+            while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let status = c.try_wait();
+            let _ = c.kill();
+            let out = c.wait_with_output();
+            let why = out
+                .as_ref()
+                .map(|o| String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or("").to_string())
+                .unwrap_or_default();
+            match status {
+                Ok(Some(s)) if s.success() => (line, true),
+                Ok(Some(s)) => {
+                    (format!("{line}: ssh exited with {s}{}", if why.is_empty() { String::new() } else { format!(": {why}") }), false)
+                }
+                _ => (format!("{line}: ssh did not finish within 10 s"), false),
+            }
+        })
+        .collect()
 }
 
 fn is_prometheus(pid: u32) -> bool {
@@ -590,7 +709,6 @@ struct Live {
     fabric: FabricSpec,
     nodes: BTreeMap<u32, Arc<NodeConn>>,
     events: Arc<Mutex<Vec<String>>>,
-    dir: PathBuf,
     /// Links flapping now (`weft link LINK flap PERIOD`), by link.
     flaps: Mutex<BTreeMap<LinkId, tokio::task::JoinHandle<()>>>,
 }
@@ -645,9 +763,12 @@ pub fn preflight(topo: &Topology, opts: &UpOptions) -> Result<PathBuf, LiveError
     Ok(emu)
 }
 
-/// Brings the fabric up and serves until `weft down`, Ctrl-C or SIGTERM.
-/// `ready` is called with the host lines once everything runs.
-pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])) -> Result<(), LiveError> {
+/// What `weft up` checks and prepares before it starts anything: the
+/// emu-node binary, the VM image, every machine. Blocking.
+fn prepare_up(
+    topo: &Topology,
+    opts: &UpOptions,
+) -> Result<(PathBuf, Option<emu_node::vm::VmOptions>, Vec<crate::machines::Machine>), LiveError> {
     let emu = preflight(topo, opts)?;
     let has_vms = topo.fabric.nodes.iter().any(|n| n.as_host().is_some_and(|h| h.kind == HostKind::Rxe));
     let vm = if has_vms {
@@ -671,6 +792,16 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
         }
         m.preflight(&emu)?;
     }
+    Ok((emu, vm, machines))
+}
+
+/// Brings the fabric up and serves until `weft down`, Ctrl-C or SIGTERM.
+/// `ready` is called with the host lines once everything runs.
+pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])) -> Result<(), LiveError> {
+    // The checks and preparations block (ssh, image builds, removing a
+    // killed fabric's leftovers): on a blocking thread.
+    let (t, o) = (topo.clone(), opts.clone());
+    let (emu, vm, machines) = tokio::task::spawn_blocking(move || prepare_up(&t, &o)).await??;
     // From here on, `machines` holds a machine per process.
     let opts = &UpOptions { machines: crate::machines::process_slots(&machines), ..opts.clone() };
     let mut fabric = topo.fabric.clone();
@@ -734,53 +865,23 @@ pub async fn up(topo: &Topology, opts: &UpOptions, ready: impl FnOnce(&[String])
     let result = run_fabric(&emu, fabric, opts, vm, procs, &mut state, ready).await;
     // Teardown whatever happened; only then is `weft down` answered (a new
     // fabric may start right after it).
-    let _ = remove_leftovers_of(&state);
-    let _ = std::fs::remove_file(state_file(&dir));
-    let _ = std::fs::remove_file(socket_file(&dir));
+    let torn_down = teardown_async(&dir, &state).await;
     match result {
         Ok(Some(ack)) => {
-            let _ = ack.send(());
+            let _ = ack.send(torn_down.as_ref().map(|_| ()).map_err(|e| e.to_string()));
             // Let the request's task write the answer before the runtime
             // (and with it that task) ends.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Ok(())
+            torn_down
         }
-        Ok(None) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-fn remove_leftovers_of(st: &FabricState) -> Result<(), LiveError> {
-    if let Some((pid, _)) = &st.prometheus {
-        // SIGTERM: Prometheus flushes its head block and exits.
-        if alive(*pid) {
-            kill(*pid, libc::SIGTERM);
-            let until = std::time::Instant::now() + Duration::from_secs(5);
-            while alive(*pid) && std::time::Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(50));
+        Ok(None) => torn_down,
+        Err(e) => {
+            if let Err(t) = torn_down {
+                eprintln!("weft: {t}");
             }
-            if alive(*pid) {
-                kill(*pid, libc::SIGKILL);
-            }
+            Err(e)
         }
     }
-    for &pid in st.processes.values() {
-        if alive(pid) {
-            kill(pid, libc::SIGKILL);
-        }
-    }
-    clean_machines(st);
-    std::thread::sleep(Duration::from_millis(50));
-    let existing = emu_node::tap::list_netns();
-    for ns in &st.netns {
-        if existing.contains(ns) {
-            emu_node::tap::delete_netns(ns)?;
-        }
-    }
-    if let Some(vm) = &st.vm_dir {
-        let _ = std::fs::remove_dir_all(vm);
-    }
-    Ok(())
 }
 
 async fn run_fabric(
@@ -791,7 +892,7 @@ async fn run_fabric(
     procs: u32,
     state: &mut FabricState,
     ready: impl FnOnce(&[String]),
-) -> Result<Option<tokio::sync::oneshot::Sender<()>>, LiveError> {
+) -> Result<Option<DownAck>, LiveError> {
     let dir = opts.state_dir.clone();
     let base = PlanBase {
         fabric: fabric.clone(),
@@ -829,7 +930,6 @@ async fn run_fabric(
         nodes: watch_nodes(conns, children, state, &dead_tx),
         fabric,
         events: Arc::new(Mutex::new(launched_events)),
-        dir: dir.clone(),
         flaps: Mutex::default(),
     });
     let sock = socket_file(&dir);
@@ -840,7 +940,7 @@ async fn run_fabric(
     ready(&state.hosts);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
-    let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+    let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<DownAck>();
     let mut reported_dead = std::collections::BTreeSet::new();
     let mut down_ack = None;
     loop {
@@ -870,7 +970,7 @@ async fn run_fabric(
             _ = sigint.recv() => break,
         }
     }
-    stop_nodes(&live, state).await;
+    stop_nodes(&live).await;
     let _ = std::fs::remove_file(&sock);
     ep.close(0u32.into(), b"down");
     Ok(down_ack)
@@ -1028,9 +1128,9 @@ fn log_refusal(events: &std::sync::Mutex<Vec<String>>, from: std::net::SocketAdd
     }
 }
 
-/// Orderly stop: asks every node to stop, gives them 3 s, then removes
-/// what is left (processes, namespaces) and the state file.
-async fn stop_nodes(live: &Live, state: &FabricState) {
+/// Orderly stop: asks every node to stop and gives them 3 s (the caller
+/// then tears down what is left).
+async fn stop_nodes(live: &Live) {
     if let Ok(mut f) = live.flaps.lock() {
         for (_, t) in std::mem::take(&mut *f) {
             t.abort();
@@ -1044,8 +1144,6 @@ async fn stop_nodes(live: &Live, state: &FabricState) {
     while std::time::Instant::now() < until && live.nodes.values().any(|n| alive(n.pid)) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = remove_leftovers_of(state);
-    let _ = std::fs::remove_file(state_file(&live.dir));
 }
 
 /// Control connections by process index.
@@ -1134,7 +1232,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         Some(x) => load_identity(&x.identity_dir)?,
         None => (FabricIdentity::generate()?, new_token()),
     };
-    let fabric_tag = u32::from_str_radix(&token[..8], 16).unwrap_or(1);
+    let fabric_tag = fabric_tag(&token);
     let launch_events = std::sync::Mutex::new(Vec::new());
     // Link datagrams are signed with a secret that travels only in the
     // plans, over the TLS control channel (DESIGN §7).
@@ -1329,11 +1427,34 @@ pub fn new_token() -> String {
 fn load_identity(dir: &Path) -> Result<(FabricIdentity, String), LiveError> {
     let read = |name: &str| std::fs::read(dir.join(name)).map_err(io(format!("{}", dir.join(name).display())));
     let identity = FabricIdentity { cert_der: read("cert.der")?, key_der: read("key.der")? };
-    let token = String::from_utf8_lossy(&read("token")?).trim().to_string();
-    if token.len() < 16 {
-        return Err(LiveError::Placement(format!("{}: the token is too short", dir.join("token").display())));
-    }
+    let path = dir.join("token");
+    let token = parse_token(&read("token")?).map_err(|why| LiveError::Token(path.display().to_string(), why))?;
     Ok((identity, token))
+}
+
+/// A fabric token read from a file: its text without surrounding
+/// whitespace, at least 16 printable ASCII characters (weft writes 64 hex
+/// digits); why not otherwise.
+pub fn parse_token(bytes: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?.trim();
+    if let Some(c) = text.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!("the token has a character {c:?} that is not printable ASCII"));
+    }
+    if text.len() < 16 {
+        return Err(format!("the token is too short ({} characters, at least 16)", text.len()));
+    }
+    Ok(text.to_string())
+}
+
+/// The fabric's tag in its link datagrams and TAP device names: the
+/// token's first 8 hex digits (weft's own tokens), else a hash of it;
+/// never 0.
+pub fn fabric_tag(token: &str) -> u32 {
+    let tag = token.get(..8).and_then(|h| u32::from_str_radix(h, 16).ok()).unwrap_or_else(|| {
+        // FNV-1a: stable across builds and platforms.
+        token.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    });
+    tag.max(1)
 }
 
 /// Clock probes per process on another machine.
@@ -1382,10 +1503,13 @@ fn death_message(live: &Live, p: u32) -> String {
     )
 }
 
+/// Answers a `weft down` once the teardown is over: what it left, if anything.
+type DownAck = tokio::sync::oneshot::Sender<Result<(), String>>;
+
 async fn serve_client(
     s: tokio::net::UnixStream,
     live: Arc<Live>,
-    down: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
+    down: tokio::sync::mpsc::UnboundedSender<DownAck>,
 ) -> std::io::Result<()> {
     let (r, mut w) = s.into_split();
     let mut lines = BufReader::new(r).lines();
@@ -1395,8 +1519,10 @@ async fn serve_client(
             Ok(Request::Down) => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let _ = down.send(tx);
-                let _ = rx.await;
-                ok("fabric is down".into())
+                match rx.await {
+                    Ok(Err(left)) => fail(left),
+                    _ => ok("fabric is down".into()),
+                }
             }
             Ok(req) => handle(&live, req).await,
         };

@@ -191,19 +191,24 @@ pub fn up(a: UpArgs) -> Result<()> {
         // An unknown --scheme says so without naming a switch.
         emu_node::schemes::build(s, &Default::default(), Default::default())?;
     }
-    let (params, transport_params) = crate::split_sets(&a.set)?;
+    let emu_orchestrator::params::Sets { scheme_params, transport_params } = crate::split_sets(&a.set)?;
     if a.workload.is_none() {
         if let Some(k) = transport_params.keys().next() {
             bail!("--set {k}: transport parameters are for --workload (without it the hosts send nothing of weft's; a switch's traffic manager follows the topology)");
         }
     }
     let rate = emu_orchestrator::experiment::fabric_rate(&topo.fabric);
-    for n in &mut topo.fabric.nodes {
-        if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
-            if let Some(s) = &a.scheme {
+    if let Some(s) = &a.scheme {
+        for n in &mut topo.fabric.nodes {
+            if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
                 sw.scheme = s.clone();
             }
-            sw.params.extend(params.clone());
+        }
+    }
+    emu_orchestrator::params::check_schemes_run(&topo.fabric, &scheme_params)?;
+    emu_orchestrator::params::apply_scheme_params(&mut topo.fabric, &scheme_params);
+    for n in &mut topo.fabric.nodes {
+        if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
             emu_node::schemes::build(&sw.scheme, &sw.effective_params(), Default::default())
                 .with_context(|| format!("switch {}", n.name))?;
             if !a.no_scale_params {
@@ -215,7 +220,7 @@ pub fn up(a: UpArgs) -> Result<()> {
     }
     let workload = match &a.workload {
         None => None,
-        Some(w) => Some(live_workload(&mut topo, &a, w, params.clone(), transport_params)?),
+        Some(w) => Some(live_workload(&mut topo, &a, w, scheme_params.clone(), transport_params)?),
     };
     if !a.detach {
         // (A detached start prints its background run's log, which has them.)
@@ -331,7 +336,7 @@ fn live_workload(
     topo: &mut Topology,
     a: &UpArgs,
     cdf: &str,
-    params: emu_node::schemes::Params,
+    scheme_params: std::collections::BTreeMap<String, emu_node::schemes::Params>,
     transport_params: std::collections::BTreeMap<String, String>,
 ) -> Result<(emu_node::node::HostWorkload, String)> {
     use emu_orchestrator::experiment::{self, RunOptions, WorkloadOptions};
@@ -344,7 +349,7 @@ fn live_workload(
     }
     let opts = RunOptions {
         scheme: a.scheme.clone(),
-        params,
+        scheme_params,
         transport: a.transport.parse().map_err(anyhow::Error::msg).context("--transport")?,
         transport_params,
         seed: a.seed,
@@ -578,6 +583,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
 pub fn down() -> Result<()> {
     let dir = live::default_state_dir();
     match live::request(&dir, &Request::Down) {
+        Ok(r) if !r.ok => bail!("{}", r.message),
         Ok(r) => {
             println!("{}", r.message);
             Ok(())

@@ -418,8 +418,8 @@ pub fn compare_on(
 
 /// Starts, over ssh, the clean-up of what a fabric left on `m`: kills its
 /// emu-node `pid` (if it still runs) and deletes the namespaces `netns`
-/// (those that exist). `None` if ssh cannot start.
-pub fn spawn_cleanup(m: &Machine, pid: u32, netns: &[String]) -> Option<std::process::Child> {
+/// (those that exist); its stderr is piped. Why not, if ssh cannot start.
+pub fn spawn_cleanup(m: &Machine, pid: u32, netns: &[String]) -> Result<std::process::Child, String> {
     // The remote shell sees one string: only names of safe characters go
     // into it (weft's own names always are).
     let safe = |n: &&String| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
@@ -435,9 +435,9 @@ pub fn spawn_cleanup(m: &Machine, pid: u32, netns: &[String]) -> Option<std::pro
         .args(["sh", "-c", &format!("'{script}'")])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
-        .ok()
+        .map_err(|e| format!("cannot run ssh ({e}); is openssh-client installed?"))
 }
 
 /// The placement of `f` over `machines`: process p runs on machine p.

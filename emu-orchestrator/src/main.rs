@@ -424,9 +424,13 @@ fn real_main(cli: Cli) -> Result<()> {
 
 fn compare(a: CompareArgs) -> Result<()> {
     let topo = Topology::load(&a.topology)?;
-    let (per_scheme, transport_params) = split_sets_per_scheme(&a.set)?;
+    let emu_orchestrator::params::Sets { scheme_params: per_scheme, transport_params } = split_sets(&a.set)?;
     for s in &a.schemes {
         schemes::build(s, per_scheme.get(s).unwrap_or(&schemes::Params::new()), Default::default())?;
+    }
+    if let Some((s, p)) = per_scheme.iter().find(|(s, _)| !a.schemes.contains(s)) {
+        let p = p.keys().next().map_or("", String::as_str);
+        bail!("--set {s}.{p}: {s} is not one of --schemes {} (add it, or drop the setting)", a.schemes.join(","));
     }
     if let Some(l) = a.loads.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
         bail!("--loads: {l} is not in (0, 1]");
@@ -626,40 +630,9 @@ fn compare(a: CompareArgs) -> Result<()> {
 }
 
 /// Splits `--set` arguments into per-scheme parameters and transport parameters.
-fn split_sets_per_scheme(
-    sets: &[String],
-) -> Result<(std::collections::BTreeMap<String, schemes::Params>, std::collections::BTreeMap<String, String>)> {
-    let mut per_scheme: std::collections::BTreeMap<String, schemes::Params> = Default::default();
-    let (_, transport_params) = split_sets(sets)?;
-    for s in sets {
-        if let Some((k, v)) = s.split_once('=') {
-            if let Some((scheme, param)) = k.split_once('.') {
-                if !experiment::TRANSPORT_PARAM_GROUPS.contains(&scheme) {
-                    per_scheme.entry(scheme.to_string()).or_default().insert(param.to_string(), v.to_string());
-                }
-            }
-        }
-    }
-    Ok((per_scheme, transport_params))
-}
-
-/// Splits `--set` arguments into scheme parameters and transport parameters.
-fn split_sets(sets: &[String]) -> Result<(schemes::Params, std::collections::BTreeMap<String, String>)> {
-    let mut params = schemes::Params::new();
-    let mut transport_params = std::collections::BTreeMap::new();
-    for s in sets {
-        let (k, v) = s.split_once('=').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
-        let (scheme, param) = k.split_once('.').with_context(|| format!("--set `{s}`: expected NAME.PARAM=VALUE"))?;
-        if experiment::TRANSPORT_PARAM_GROUPS.contains(&scheme) {
-            transport_params.insert(k.to_string(), v.to_string());
-            continue;
-        }
-        if schemes::catalog().iter().all(|c| c.name != scheme) {
-            bail!("--set `{s}`: `{scheme}` is neither a scheme nor one of {}", experiment::TRANSPORT_PARAM_GROUPS.join(", "));
-        }
-        params.insert(param.to_string(), v.to_string());
-    }
-    Ok((params, transport_params))
+/// Sorts `--set` arguments by group (scheme or transport).
+fn split_sets(sets: &[String]) -> Result<emu_orchestrator::params::Sets> {
+    Ok(emu_orchestrator::params::parse_sets(sets)?)
 }
 
 /// The bounded-lag policy's default (`--max-lag`): no bound. An overloaded

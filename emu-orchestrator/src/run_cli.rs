@@ -208,10 +208,10 @@ impl RunPlan {
         for e in &a.event {
             topo.add_event(e).map_err(anyhow::Error::msg)?;
         }
-        let (params, transport_params) = crate::split_sets(&a.set)?;
+        let emu_orchestrator::params::Sets { scheme_params, transport_params } = crate::split_sets(&a.set)?;
         let opts = RunOptions {
             scheme: a.scheme.clone(),
-            params,
+            scheme_params,
             traffic: a.traffic.parse()?,
             flow_size: parse_size(&a.flow_size).context("--flow-size")?,
             rate: a.rate.as_deref().map(parse_rate).transpose().context("--rate")?,

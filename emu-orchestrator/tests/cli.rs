@@ -61,12 +61,44 @@ fn assert_one_line_error(o: &Output, needle: &str, out_dir: &Path) {
 fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     let d = tmp("bad");
     let ds = d.to_str().unwrap();
+    let st = tmp("bad-up-state");
+    let up = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weft")).arg("up").args(args).env("WEFT_STATE_DIR", &st).output().expect("run weft")
+    };
     assert_one_line_error(&weft(&["run", "--scheme", "magic", "--out", ds]), "unknown scheme `magic`", &d);
     assert_one_line_error(&weft(&["run", "--traffic", "incast:16", "--out", ds]), "needs 17 hosts but the topology has 16", &d);
     assert_one_line_error(&weft(&["run", "--traffic", "ring", "--out", ds]), "unknown traffic pattern `ring`", &d);
     assert_one_line_error(&weft(&["run", "no-such-topology", "--out", ds]), "not a shipped topology", &d);
     assert_one_line_error(&weft(&["run", "--set", "ecmp.colour=red", "--out", ds]), "has no parameter `colour`", &d);
     assert_one_line_error(&weft(&["run", "--set", "ecmp.use_ports=maybe", "--out", ds]), "not a valid bool", &d);
+    // A parameter of a scheme no switch runs (CONGA and LetFlow both declare
+    // flowlet_gap_us) is refused, never applied to the scheme that runs.
+    assert_one_line_error(
+        &weft(&["run", "--scheme", "conga", "--set", "letflow.flowlet_gap_us=500", "--out", ds]),
+        "letflow.flowlet_gap_us: no switch runs letflow (the switches run conga)",
+        &d,
+    );
+    assert_one_line_error(
+        &weft(&[
+            "compare",
+            "leaf-spine-2x4",
+            "--schemes",
+            "ecmp,conga",
+            "--loads",
+            "0.5",
+            "--set",
+            "letflow.flowlet_gap_us=500",
+            "--out",
+            ds,
+        ]),
+        "letflow is not one of --schemes ecmp,conga",
+        &d,
+    );
+    assert_one_line_error(
+        &up(&["leaf-spine-2x4-rt-synthetic", "--scheme", "conga", "--set", "letflow.flowlet_gap_us=500"]),
+        "no switch runs letflow",
+        &st,
+    );
     assert_one_line_error(&weft(&["run", "--flow-size", "10", "--out", ds]), "has no unit", &d);
     assert_one_line_error(&weft(&["run", "--workload", "alistorage", "--load", "0", "--out", ds]), "--load 0 must be in (0, 1]", &d);
     assert_one_line_error(&weft(&["run", "--transport", "tcp-foo", "--out", ds]), "unknown transport `tcp-foo`", &d);
@@ -108,10 +140,6 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     let _ = std::fs::remove_file(bad);
     // `weft up --workload`: refused before anything starts (no state
     // directory is created).
-    let st = tmp("bad-up-state");
-    let up = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_weft")).arg("up").args(args).env("WEFT_STATE_DIR", &st).output().expect("run weft")
-    };
     assert_one_line_error(&up(&["leaf-spine-2x4-rt", "--workload", "alistorage"]), "--workload drives synthetic hosts", &st);
     assert_one_line_error(
         &up(&["leaf-spine-2x4-rt-synthetic", "--workload", "alistorage", "--transport", "roce"]),
@@ -479,4 +507,62 @@ fn the_k8s_manifests_bring_a_fabric_up_when_their_commands_run_as_the_pods_would
     let down = Command::new(env!("CARGO_BIN_EXE_weft")).arg("down").env("WEFT_STATE_DIR", &state).output().unwrap();
     assert!(down.status.success(), "{}", stderr(&down));
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `weft down` after a killed orchestrator: when a leftover cannot be
+/// removed (here: the machine of a remote emu-node does not answer ssh),
+/// it exits non-zero naming it and keeps the state file; a later `weft
+/// down` retries and, once the machine answers, removes the state file.
+#[test]
+fn down_keeps_the_state_file_while_a_leftover_remains_and_a_later_down_retries() {
+    use std::os::unix::fs::PermissionsExt;
+    let st = tmp("down-leftover");
+    std::fs::create_dir_all(&st).unwrap();
+    // A dead orchestrator: a process that has exited.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let state = serde_json::json!({
+        "topology": "leaf-spine-2x4-rt",
+        "orchestrator": dead_pid,
+        "processes": {},
+        "netns": [],
+        "phase": "running",
+        "hosts": [],
+        "machines": { "1": { "machine": { "name": "m1", "ssh": "m1.invalid", "bind": "127.0.0.2" }, "pid": 4242, "netns": [] } },
+    });
+    std::fs::write(st.join("fabric.json"), state.to_string()).unwrap();
+    // The `ssh` weft runs: a stand-in that fails as an unreachable machine
+    // does, then (after `reachable` appears) succeeds. No network traffic.
+    let bin = st.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ssh = bin.join("ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {calls}\n[ -e {ok} ] && exit 0\necho 'ssh: connect to host m1.invalid port 22: Connection refused' >&2\nexit 255\n",
+            calls = st.join("calls").display(),
+            ok = st.join("reachable").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let down = || Command::new(env!("CARGO_BIN_EXE_weft")).arg("down").env("WEFT_STATE_DIR", &st).env("PATH", &path).output().unwrap();
+    for attempt in 1..=2 {
+        let o = down();
+        let e = stderr(&o);
+        assert!(!o.status.success(), "attempt {attempt}: {e}");
+        assert!(e.contains("teardown incomplete") && e.contains("machine m1") && e.contains("Connection refused"), "{e}");
+        assert!(st.join("fabric.json").exists(), "attempt {attempt}: the state file is kept");
+    }
+    let calls = std::fs::read_to_string(st.join("calls")).unwrap();
+    assert_eq!(calls.lines().count(), 2, "each down retried the machine's clean-up: {calls}");
+    assert!(calls.contains("kill -9 4242"), "{calls}");
+    std::fs::write(st.join("reachable"), "").unwrap();
+    let o = down();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("machine m1"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(!st.join("fabric.json").exists(), "nothing left: the state file is gone");
+    let _ = std::fs::remove_dir_all(&st);
 }

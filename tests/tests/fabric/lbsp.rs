@@ -295,7 +295,7 @@ fn aggregation_partners_change_state_together() {
         seed: 5,
         ..RunOptions::default()
     };
-    opts.params.insert("degraded_below".into(), "0.01".into());
+    opts.scheme_params.entry("lbsp".into()).or_default().insert("degraded_below".into(), "0.01".into());
     let mut e = experiment::prepare(&topo, &opts).expect("prepare").engine(1).expect("engine");
     let state = |e: &Engine, name: &str| switch(e, &topo, name).register_value("lbsp_state", 0).expect("lbsp_state");
     let (mut samples, mut differ, mut moved) = (0, 0, 0);
@@ -336,7 +336,7 @@ fn a_tor_sends_by_the_destination_lsb_round_robin_inside_the_group() {
             flow_size: 100 * 1458,
             ..RunOptions::default()
         };
-        opts.params.insert("states".into(), "false".into());
+        opts.scheme_params.entry("lbsp".into()).or_default().insert("states".into(), "false".into());
         let s = experiment::run(&paper_k8(""), &opts, &mut |_, _| {}).expect("run").summary;
         let edge = s.switches.iter().find(|w| w.name == "edge0_0").expect("edge0_0");
         let up = |i: usize| edge.ports.iter().find(|p| p.peer == format!("agg0_{i}")).map_or(0, |p| p.counters.tx_frames);

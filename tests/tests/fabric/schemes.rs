@@ -94,7 +94,7 @@ fn asymmetric_split(scheme: &str, params: &[(&str, &str)]) -> f64 {
         transport: Transport::RoceIrn,
         seed: 9,
         flow_list: Some(("fig2.txt".into(), list)),
-        params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        scheme_params: [(scheme.to_string(), params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())].into(),
         ..RunOptions::default()
     };
     let s = run(&text, &opts).summary;
