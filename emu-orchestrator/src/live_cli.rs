@@ -4,9 +4,9 @@
 
 use anyhow::{bail, Context, Result};
 use emu_node::link::{InterProcess, LinkChange};
+use emu_orchestrator::config::topology::Topology;
+use emu_orchestrator::config::units::{parse_duration, parse_rate};
 use emu_orchestrator::live::{self, Request, UpOptions};
-use emu_orchestrator::topology::Topology;
-use emu_orchestrator::units::{parse_duration, parse_rate};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -191,7 +191,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         // An unknown --scheme says so without naming a switch.
         emu_node::schemes::build(s, &Default::default(), Default::default())?;
     }
-    let emu_orchestrator::params::Sets { scheme_params, transport_params } = crate::split_sets(&a.set)?;
+    let emu_orchestrator::config::params::Sets { scheme_params, transport_params } = crate::split_sets(&a.set)?;
     if a.workload.is_none() {
         if let Some(k) = transport_params.keys().next() {
             bail!("--set {k}: transport parameters are for --workload (without it the hosts send nothing of weft's; a switch's traffic manager follows the topology)");
@@ -205,8 +205,8 @@ pub fn up(a: UpArgs) -> Result<()> {
             }
         }
     }
-    emu_orchestrator::params::check_schemes_run(&topo.fabric, &scheme_params)?;
-    emu_orchestrator::params::apply_scheme_params(&mut topo.fabric, &scheme_params);
+    emu_orchestrator::config::params::check_schemes_run(&topo.fabric, &scheme_params)?;
+    emu_orchestrator::config::params::apply_scheme_params(&mut topo.fabric, &scheme_params);
     for n in &mut topo.fabric.nodes {
         if let emu_node::fabric::NodeKind::Switch(sw) = &mut n.kind {
             emu_node::schemes::build(&sw.scheme, &sw.effective_params(), Default::default())
@@ -230,7 +230,7 @@ pub fn up(a: UpArgs) -> Result<()> {
     }
     let inter: InterProcess = a.links.parse().map_err(anyhow::Error::msg)?;
     let external = match (a.external_nodes, &a.identity_dir) {
-        (Some(_), Some(dir)) => Some(live::ExternalNodes {
+        (Some(_), Some(dir)) => Some(emu_orchestrator::cluster::launch::ExternalNodes {
             listen: a.control_listen,
             identity_dir: dir.clone(),
             wait: std::time::Duration::from_nanos(parse_duration(&a.wait_nodes).context("--wait-nodes")?),
@@ -244,7 +244,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         spin_us: a.spin_us,
         netns_prefix: a.netns_prefix.clone(),
         explicit_placement: topo.placed,
-        state_dir: live::default_state_dir(),
+        state_dir: emu_orchestrator::cluster::state::default_state_dir(),
         metrics: a.metrics,
         seed: a.seed,
         workload,
@@ -256,10 +256,10 @@ pub fn up(a: UpArgs) -> Result<()> {
             "tcg" => emu_node::vm::AccelChoice::Tcg,
             _ => emu_node::vm::AccelChoice::Auto,
         },
-        vm_image: a.vm_image.clone().unwrap_or_else(emu_orchestrator::vm_image::default_dir),
+        vm_image: a.vm_image.clone().unwrap_or_else(emu_orchestrator::deploy::vm_image::default_dir),
         copy_emu_node: a.copy_emu_node,
         machines: match &a.machines {
-            Some(p) => emu_orchestrator::machines::load(p)?,
+            Some(p) => emu_orchestrator::config::machines::load(p)?,
             None => Vec::new(),
         },
         prometheus: if a.prometheus {
@@ -278,14 +278,14 @@ pub fn up(a: UpArgs) -> Result<()> {
     };
     if let Some(p) = &opts.prometheus {
         // Before anything starts: a missing binary is one clear line.
-        emu_orchestrator::prometheus::find_binary(&p.bin)?;
+        emu_orchestrator::observe::prometheus::find_binary(&p.bin)?;
     }
     let vms = topo.fabric.nodes.iter().filter(|n| n.as_host().is_some_and(|h| h.kind == emu_node::fabric::HostKind::Rxe)).count();
     if a.detach {
         if vms > 0 {
             // Checks and the first-time image build in the foreground.
             live::preflight(&topo, &opts)?;
-            emu_orchestrator::vm_image::ensure(&opts.vm_image, &mut |line| eprintln!("{line}"))?;
+            emu_orchestrator::deploy::vm_image::ensure(&opts.vm_image, &mut |line| eprintln!("{line}"))?;
         }
         return detach(&opts, std::time::Duration::from_secs(60 + 40 * vms as u64));
     }
@@ -311,7 +311,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         for h in hosts {
             println!("  {h}");
         }
-        if let Some(st) = live::read_state(&opts.state_dir) {
+        if let Some(st) = emu_orchestrator::cluster::state::read_state(&opts.state_dir) {
             for (p, url) in &st.metrics {
                 println!("metrics: {url} (emu-node {p})");
             }
@@ -390,7 +390,7 @@ fn detach(opts: &UpOptions, wait: std::time::Duration) -> Result<()> {
         .context("cannot start the background orchestrator")?;
     let until = std::time::Instant::now() + wait;
     loop {
-        if let Some(st) = live::read_state(&opts.state_dir) {
+        if let Some(st) = emu_orchestrator::cluster::state::read_state(&opts.state_dir) {
             if st.phase == "running" && st.orchestrator == child.id() {
                 print!("{}", std::fs::read_to_string(&log_path).unwrap_or_default());
                 println!("(orchestrator pid {} in the background; log {})", child.id(), log_path.display());
@@ -408,13 +408,13 @@ fn detach(opts: &UpOptions, wait: std::time::Duration) -> Result<()> {
 }
 
 pub fn status(json: bool) -> Result<()> {
-    let dir = live::default_state_dir();
+    let dir = emu_orchestrator::cluster::state::default_state_dir();
     let r = live::request(&dir, &Request::Status)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
-    let st = live::read_state(&dir);
+    let st = emu_orchestrator::cluster::state::read_state(&dir);
     println!(
         "fabric {} (orchestrator pid {})",
         st.as_ref().map_or("?", |s| s.topology.as_str()),
@@ -530,7 +530,7 @@ pub fn link(a: LinkArgs) -> Result<()> {
                 .filter(|p: &f64| *p > 0.0 && *p <= 100.0)
                 .ok_or_else(|| anyhow::anyhow!("rate `{r}`: a percentage of the link's topology rate in (0, 100], e.g. 10%"))?;
             let req = Request::LinkRatePercent { link: a.link, percent };
-            let r = live::request(&live::default_state_dir(), &req)?;
+            let r = live::request(&emu_orchestrator::cluster::state::default_state_dir(), &req)?;
             if !r.ok {
                 bail!("{}", r.message);
             }
@@ -539,13 +539,13 @@ pub fn link(a: LinkArgs) -> Result<()> {
         }
         ("rate", Some(r)) => LinkChange::Rate(parse_rate(r)?),
         ("delay", Some(d)) => LinkChange::Delay(parse_duration(d)?),
-        ("loss", Some(p)) => LinkChange::Loss(emu_orchestrator::units::parse_probability(p).context("loss")?),
+        ("loss", Some(p)) => LinkChange::Loss(emu_orchestrator::config::units::parse_probability(p).context("loss")?),
         ("flap", Some(p)) => {
             let period_ns = if p == "off" { 0 } else { parse_duration(p)? };
             if period_ns != 0 && period_ns < 1_000_000 {
                 bail!("flap {p}: the period must be at least 1ms (or `off`)");
             }
-            let r = live::request(&live::default_state_dir(), &Request::LinkFlap { link: a.link, period_ns })?;
+            let r = live::request(&emu_orchestrator::cluster::state::default_state_dir(), &Request::LinkFlap { link: a.link, period_ns })?;
             if !r.ok {
                 bail!("{}", r.message);
             }
@@ -557,7 +557,7 @@ pub fn link(a: LinkArgs) -> Result<()> {
             a.change.join(" ")
         ),
     };
-    let r = live::request(&live::default_state_dir(), &Request::Link { link: a.link, change })?;
+    let r = live::request(&emu_orchestrator::cluster::state::default_state_dir(), &Request::Link { link: a.link, change })?;
     if !r.ok {
         bail!("{}", r.message);
     }
@@ -572,7 +572,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
         ("restart", boot) => live::NodeChange::Restart { boot_ns: boot.map(|b| parse_duration(b)).transpose()?.unwrap_or(0) },
         _ => bail!("expected `down`, `up` or `restart [BOOT]`, got `{}`", a.change.join(" ")),
     };
-    let r = live::request(&live::default_state_dir(), &Request::Node { switch: a.switch, change })?;
+    let r = live::request(&emu_orchestrator::cluster::state::default_state_dir(), &Request::Node { switch: a.switch, change })?;
     if !r.ok {
         bail!("{}", r.message);
     }
@@ -581,19 +581,19 @@ pub fn node(a: NodeArgs) -> Result<()> {
 }
 
 pub fn down() -> Result<()> {
-    let dir = live::default_state_dir();
+    let dir = emu_orchestrator::cluster::state::default_state_dir();
     match live::request(&dir, &Request::Down) {
         Ok(r) if !r.ok => bail!("{}", r.message),
         Ok(r) => {
             println!("{}", r.message);
             Ok(())
         }
-        Err(live::LiveError::NotUp(_)) => {
+        Err(emu_orchestrator::cluster::FabricError::NotUp(_)) => {
             println!("no fabric is up");
             Ok(())
         }
         Err(_) => {
-            let removed = live::remove_leftovers(&dir)?;
+            let removed = emu_orchestrator::cluster::state::remove_leftovers(&dir)?;
             if removed.is_empty() {
                 println!("no fabric is up; nothing left to remove");
             }
@@ -607,8 +607,10 @@ pub fn down() -> Result<()> {
 
 pub fn capture(a: CaptureArgs) -> Result<()> {
     let path = std::path::absolute(&a.pcap)?;
-    let r =
-        live::request(&live::default_state_dir(), &Request::Capture { link: a.link, path: path.display().to_string(), count: a.count })?;
+    let r = live::request(
+        &emu_orchestrator::cluster::state::default_state_dir(),
+        &Request::Capture { link: a.link, path: path.display().to_string(), count: a.count },
+    )?;
     if !r.ok {
         bail!("{}", r.message);
     }
@@ -628,9 +630,9 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
 /// `weft exec HOST -- CMD...`: runs a command in a real host of the live
 /// fabric (a namespace or a VM); returns its exit status.
 pub fn exec(host: &str, argv: &[String]) -> Result<i32> {
-    use emu_orchestrator::live::HostAccess;
-    let dir = live::default_state_dir();
-    let Some(st) = live::read_state(&dir) else { bail!("no fabric is up (no state in {})", dir.display()) };
+    use emu_orchestrator::cluster::state::HostAccess;
+    let dir = emu_orchestrator::cluster::state::default_state_dir();
+    let Some(st) = emu_orchestrator::cluster::state::read_state(&dir) else { bail!("no fabric is up (no state in {})", dir.display()) };
     let Some(access) = st.real_hosts.get(host) else {
         let known: Vec<&str> = st.real_hosts.keys().map(String::as_str).collect();
         if st.hosts.iter().any(|l| l.split_whitespace().next() == Some(host)) {

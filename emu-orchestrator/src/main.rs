@@ -11,9 +11,9 @@ use emu_node::time::Nanos;
 use emu_node::tofino::program::{declarations_of, declare_l3_tables};
 use emu_node::tofino::TargetProfile;
 use emu_node::workload::FlowSizeCdf;
+use emu_orchestrator::config::topology::{Topology, SHIPPED};
+use emu_orchestrator::config::units::parse_duration;
 use emu_orchestrator::experiment::{self, RunOptions, WorkloadOptions};
-use emu_orchestrator::topology::{Topology, SHIPPED};
-use emu_orchestrator::units::parse_duration;
 use std::path::PathBuf;
 
 mod live_cli;
@@ -307,10 +307,10 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::VmImage(VmImageCommand::Build { dir, check }) => {
-            let dir = dir.unwrap_or_else(emu_orchestrator::vm_image::default_dir);
+            let dir = dir.unwrap_or_else(emu_orchestrator::deploy::vm_image::default_dir);
             let t0 = std::time::Instant::now();
             eprintln!("building the soft-RoCE VM image from Debian packages into {} (about a minute)", dir.display());
-            let image = emu_orchestrator::vm_image::build(&dir, &mut |line| eprintln!("  {line}"))?;
+            let image = emu_orchestrator::deploy::vm_image::build(&dir, &mut |line| eprintln!("  {line}"))?;
             eprintln!("built in {:.1} s", t0.elapsed().as_secs_f64());
             if check {
                 let kvm = std::path::Path::new("/dev/kvm").exists();
@@ -323,15 +323,15 @@ fn real_main(cli: Cli) -> Result<()> {
                     // A KVM boot takes seconds; one that hangs (as on some
                     // virtual machines) falls back to TCG.
                     let wait = std::time::Duration::from_secs(if kvm { 15 } else { 90 });
-                    let (secs, text) = emu_orchestrator::vm_image::boot_check(&image, kvm, wait)?;
+                    let (secs, text) = emu_orchestrator::deploy::vm_image::boot_check(&image, kvm, wait)?;
                     let how = if kvm { "KVM" } else { "TCG (software emulation)" };
                     let verbs = text.lines().any(|l| l.starts_with("weft: ibv_devices:") && l.contains("rxe0"));
-                    if text.contains(emu_orchestrator::vm_image::READY) && verbs {
+                    if text.contains(emu_orchestrator::deploy::vm_image::READY) && verbs {
                         println!("booted under {how}: rxe0 up and listed by ibv_devices after {secs:.1} s");
                         ok = true;
                         break;
                     }
-                    eprintln!("under {how}: no `{}` after {secs:.1} s", emu_orchestrator::vm_image::READY);
+                    eprintln!("under {how}: no `{}` after {secs:.1} s", emu_orchestrator::deploy::vm_image::READY);
                 }
                 if !ok {
                     bail!("the image did not bring rxe0 up under qemu");
@@ -345,13 +345,13 @@ fn real_main(cli: Cli) -> Result<()> {
             if nodes == 0 {
                 bail!("--nodes must be at least 1");
             }
-            let text = match emu_orchestrator::topology::SHIPPED.iter().find(|(n, _)| *n == topology) {
+            let text = match emu_orchestrator::config::topology::SHIPPED.iter().find(|(n, _)| *n == topology) {
                 Some((_, t)) => t.to_string(),
                 None => std::fs::read_to_string(&topology).with_context(|| format!("cannot read {topology}"))?,
             };
             let namespace = namespace.unwrap_or_else(|| format!("weft-{}", topo.fabric.name));
-            let o = emu_orchestrator::k8s::RenderOptions { namespace: namespace.clone(), image, nodes, links };
-            let manifests = emu_orchestrator::k8s::render(&topo, &text, &o)?;
+            let o = emu_orchestrator::deploy::k8s::RenderOptions { namespace: namespace.clone(), image, nodes, links };
+            let manifests = emu_orchestrator::deploy::k8s::render(&topo, &text, &o)?;
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             for (name, v) in &manifests {
                 let path = out.join(name);
@@ -375,12 +375,12 @@ fn real_main(cli: Cli) -> Result<()> {
         Command::Dashboards { dir, prometheus, rate_interval } => dashboards(&dir, &prometheus, &rate_interval),
         Command::Schemes => {
             println!("Transport parameters (--set, for --transport roce-*):");
-            for (name, unit, doc) in experiment::TRANSPORT_PARAMS {
+            for (name, unit, doc) in emu_orchestrator::config::params::TRANSPORT_PARAMS {
                 println!("  {name:<24} ({unit}) {doc}");
             }
             println!();
             println!("Traffic-manager parameters (--set, every switch):");
-            for (name, unit, doc) in experiment::TM_PARAMS {
+            for (name, unit, doc) in emu_orchestrator::config::params::TM_PARAMS {
                 println!("  {name:<24} ({unit}) {doc}");
             }
             println!();
@@ -424,7 +424,7 @@ fn real_main(cli: Cli) -> Result<()> {
 
 fn compare(a: CompareArgs) -> Result<()> {
     let topo = Topology::load(&a.topology)?;
-    let emu_orchestrator::params::Sets { scheme_params: per_scheme, transport_params } = split_sets(&a.set)?;
+    let emu_orchestrator::config::params::Sets { scheme_params: per_scheme, transport_params } = split_sets(&a.set)?;
     for s in &a.schemes {
         schemes::build(s, per_scheme.get(s).unwrap_or(&schemes::Params::new()), Default::default())?;
     }
@@ -444,7 +444,7 @@ fn compare(a: CompareArgs) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let machines = match &a.machines {
-        Some(p) => emu_orchestrator::machines::load(p)?,
+        Some(p) => emu_orchestrator::config::machines::load(p)?,
         None => Vec::new(),
     };
     let weft_exe = std::env::current_exe().context("this weft's path")?;
@@ -459,7 +459,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     eprintln!("running {n} experiments ({} flows each) {jobs} at a time{per_run}{on}...", a.flows);
     // What every remote run gets besides its cell (files go along).
     let remote_args = {
-        use emu_orchestrator::machines::RemoteArg::{File, Lit};
+        use emu_orchestrator::experiment::remote::RemoteArg::{File, Lit};
         let file_or_name = |s: &str| if std::path::Path::new(s).is_file() { File(PathBuf::from(s)) } else { Lit(s.to_string()) };
         let mut v = vec![file_or_name(&a.topology), Lit("--workload".into()), file_or_name(&a.workload)];
         for (k, val) in [
@@ -503,20 +503,20 @@ fn compare(a: CompareArgs) -> Result<()> {
         };
         let t0 = std::time::Instant::now();
         let cells = if machines.is_empty() {
-            experiment::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs)
+            emu_orchestrator::experiment::compare::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs)
         } else {
-            let cells: Vec<emu_orchestrator::machines::RemoteCell> = a
+            let cells: Vec<emu_orchestrator::experiment::remote::RemoteCell> = a
                 .schemes
                 .iter()
                 .flat_map(|s| {
-                    a.loads.iter().map(move |l| emu_orchestrator::machines::RemoteCell {
+                    a.loads.iter().map(move |l| emu_orchestrator::experiment::remote::RemoteCell {
                         scheme: s.clone(),
                         load: *l,
                         transport: tname.clone(),
                     })
                 })
                 .collect();
-            emu_orchestrator::machines::compare_on(&machines, &weft_exe, &remote_args, &cells)
+            emu_orchestrator::experiment::remote::compare_on(&machines, &weft_exe, &remote_args, &cells)
         };
         let wall = t0.elapsed();
         println!(
@@ -581,15 +581,18 @@ fn compare(a: CompareArgs) -> Result<()> {
         }
         println!("({} runs in {:.1}s)", cells.len(), wall.as_secs_f64());
         for load in &a.loads {
-            let runs: Vec<emu_orchestrator::plots::Labelled> = cells
+            let runs: Vec<emu_orchestrator::observe::plots::Labelled> = cells
                 .iter()
                 .filter(|c| c.load == *load)
                 .filter_map(|c| {
-                    c.outcome.as_ref().ok().map(|o| emu_orchestrator::plots::Labelled { name: c.scheme.clone(), summary: &o.summary })
+                    c.outcome
+                        .as_ref()
+                        .ok()
+                        .map(|o| emu_orchestrator::observe::plots::Labelled { name: c.scheme.clone(), summary: &o.summary })
                 })
                 .collect();
             let title = format!("{tname}, {} load {load}", a.workload);
-            emu_orchestrator::plots::write_plots(&a.out.join("plots"), &format!("{tname}-load{load}-"), &title, &runs)?;
+            emu_orchestrator::observe::plots::write_plots(&a.out.join("plots"), &format!("{tname}-load{load}-"), &title, &runs)?;
         }
     }
     let stopped = interrupt.load(std::sync::atomic::Ordering::Relaxed);
@@ -631,8 +634,8 @@ fn compare(a: CompareArgs) -> Result<()> {
 
 /// Splits `--set` arguments into per-scheme parameters and transport parameters.
 /// Sorts `--set` arguments by group (scheme or transport).
-fn split_sets(sets: &[String]) -> Result<emu_orchestrator::params::Sets> {
-    Ok(emu_orchestrator::params::parse_sets(sets)?)
+fn split_sets(sets: &[String]) -> Result<emu_orchestrator::config::params::Sets> {
+    Ok(emu_orchestrator::config::params::parse_sets(sets)?)
 }
 
 /// The bounded-lag policy's default (`--max-lag`): no bound. An overloaded
@@ -646,7 +649,7 @@ fn parse_max_lag(s: &str) -> Result<Nanos> {
     if s.trim() == "0" {
         return Ok(0);
     }
-    emu_orchestrator::units::parse_duration(s).with_context(|| format!("--max-lag {s}"))
+    emu_orchestrator::config::units::parse_duration(s).with_context(|| format!("--max-lag {s}"))
 }
 
 fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
@@ -796,7 +799,7 @@ fn print_summary(s: &Summary, wall: std::time::Duration, threads: usize) {
 }
 
 fn dashboards(dir: &std::path::Path, servers: &[String], rate_interval: &str) -> Result<()> {
-    use emu_orchestrator::dashboards;
+    use emu_orchestrator::observe::dashboards;
     let queries = dashboards::load(dir)?;
     if servers.is_empty() {
         for q in &queries {

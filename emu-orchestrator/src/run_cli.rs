@@ -7,9 +7,9 @@
 use anyhow::{bail, Context, Result};
 use emu_node::metrics::openmetrics::{EngineMetrics, OpenMetricsRecorder};
 use emu_node::time::{format_duration, Nanos};
+use emu_orchestrator::config::topology::{Topology, DEFAULT};
+use emu_orchestrator::config::units::{parse_duration, parse_rate, parse_size};
 use emu_orchestrator::experiment::{self, RealTimeOptions, RunOptions, RunOutcome, WorkloadOptions};
-use emu_orchestrator::topology::{Topology, DEFAULT};
-use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -208,7 +208,7 @@ impl RunPlan {
         for e in &a.event {
             topo.add_event(e).map_err(anyhow::Error::msg)?;
         }
-        let emu_orchestrator::params::Sets { scheme_params, transport_params } = crate::split_sets(&a.set)?;
+        let emu_orchestrator::config::params::Sets { scheme_params, transport_params } = crate::split_sets(&a.set)?;
         let opts = RunOptions {
             scheme: a.scheme.clone(),
             scheme_params,
@@ -481,11 +481,11 @@ fn write_outputs(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, PathBuf, 
     std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
     let s = &outcome.summary;
     let title = format!("{} {} on {}", s.scheme, s.traffic.split(" (").next().unwrap_or(""), s.topology);
-    let plots = emu_orchestrator::plots::write_plots(
+    let plots = emu_orchestrator::observe::plots::write_plots(
         &out.join("plots"),
         "",
         &title,
-        &[emu_orchestrator::plots::Labelled { name: s.scheme.clone(), summary: s }],
+        &[emu_orchestrator::observe::plots::Labelled { name: s.scheme.clone(), summary: s }],
     )?;
     Ok((path, csv, plots.len()))
 }

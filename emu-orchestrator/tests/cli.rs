@@ -397,7 +397,7 @@ fn scale_params_scales_every_time_parameter_of_the_scheme_to_the_fabric_rate_and
     assert!(err.contains("flowlet_gap_us 50 → 200"), "{err}");
     // What the switches get.
     use emu_orchestrator::experiment::{configured_fabric, fabric_rate, RunOptions};
-    let topo = emu_orchestrator::topology::Topology::load("leaf-spine-int").expect("shipped");
+    let topo = emu_orchestrator::config::topology::Topology::load("leaf-spine-int").expect("shipped");
     assert_eq!(fabric_rate(&topo.fabric).map(|r| r.bps()), Some(8_000_000), "the uplinks, not the 25 Mbit/s host links");
     let opts = |scale| RunOptions { scheme: Some("conweave".into()), scale_time_params: scale, ..RunOptions::default() };
     let scales = |scale| -> Vec<f64> {

@@ -95,7 +95,7 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 fn query(prom: &str, q: &str) -> Vec<serde_json::Value> {
-    emu_orchestrator::dashboards::instant_query(prom, q).unwrap_or_else(|e| panic!("{q}: {e}"))
+    emu_orchestrator::observe::dashboards::instant_query(prom, q).unwrap_or_else(|e| panic!("{q}: {e}"))
 }
 
 fn value(v: &serde_json::Value) -> f64 {
@@ -201,14 +201,15 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_live_fabri
         sd_b.display()
     );
     std::fs::write(pdir.join("prometheus/prometheus.yml"), yml).unwrap_or_else(|e| panic!("{e}"));
-    let (child, addr) = emu_orchestrator::prometheus::start(&pdir, "prometheus", "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (child, addr) =
+        emu_orchestrator::observe::prometheus::start(&pdir, "prometheus", "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
     let _prom = Proc(child);
     let url = format!("http://{addr}");
     // Two scrapes of every target.
     wait_for("two scrapes of all 4 targets", Duration::from_secs(40), || {
-        let r =
-            emu_orchestrator::dashboards::instant_query(&url, "count_over_time(up{job=\"weft\"}[1m]) >= 2 and up == 1").unwrap_or_default();
+        let r = emu_orchestrator::observe::dashboards::instant_query(&url, "count_over_time(up{job=\"weft\"}[1m]) >= 2 and up == 1")
+            .unwrap_or_default();
         r.len() == targets.len()
     });
     std::thread::sleep(Duration::from_secs(2));
@@ -219,7 +220,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_live_fabri
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "dashboard queries without data:\n{}\n{}", text, String::from_utf8_lossy(&out.stderr));
     let n = text.lines().filter(|l| l.starts_with("ok ")).count();
-    let all = emu_orchestrator::dashboards::load(&repo().join("dashboards")).unwrap_or_else(|e| panic!("{e}")).len();
+    let all = emu_orchestrator::observe::dashboards::load(&repo().join("dashboards")).unwrap_or_else(|e| panic!("{e}")).len();
     assert_eq!(n, all, "{text}");
     // The data is live: RoCE flows completed and were counted.
     let done = query(&url, "sum(weft_host_flows_completed_total)");
@@ -256,7 +257,7 @@ fn weft_up_prometheus_scrapes_every_emu_node_and_weft_down_stops_it() {
     let sd = sd_targets(&state.join("prometheus/targets.json"));
     assert_eq!(sd.len(), 2, "{sd:?}");
     wait_for("both emu-nodes up in Prometheus", Duration::from_secs(30), || {
-        emu_orchestrator::dashboards::instant_query(&url, "up{job=\"weft\"} == 1").unwrap_or_default().len() == 2
+        emu_orchestrator::observe::dashboards::instant_query(&url, "up{job=\"weft\"} == 1").unwrap_or_default().len() == 2
     });
     let switches = query(&url, "count(weft_switch_rx_frames_total)");
     assert_eq!(switches.first().map(value), Some(6.0), "2 leaves + 4 spines: {switches:?}");
@@ -320,9 +321,12 @@ fn virtual_time_metrics_backfill_into_a_tsdb_that_answers_the_dashboards() {
     // Prometheus on that TSDB, scraping nothing.
     std::fs::write(dir.path("prom/prometheus/prometheus.yml"), "global: {scrape_interval: 1m}\nscrape_configs: []\n")
         .unwrap_or_else(|e| panic!("{e}"));
-    let (child, addr) =
-        emu_orchestrator::prometheus::start(&dir.path("prom"), "prometheus", "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let (child, addr) = emu_orchestrator::observe::prometheus::start(
+        &dir.path("prom"),
+        "prometheus",
+        "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let _prom = Proc(child);
     let url = format!("http://{addr}");
     // Every flow completed, at the last sample; the first sample had none.

@@ -285,7 +285,7 @@ fn ping_rtt_matches_configured_delay_and_serialization() {
     if !prerequisites(&["ip", "ping"]) {
         return;
     }
-    let topo = emu_orchestrator::topology::Topology::load("leaf-spine-2x4-rt").expect("topology");
+    let topo = emu_orchestrator::config::topology::Topology::load("leaf-spine-2x4-rt").expect("topology");
     // h0 -> leaf0 -> spine -> leaf1 -> h8: 4 links each way, all at the same rate and delay.
     let link = &topo.fabric.links[0];
     let frame = 98; // 56 B ICMP payload + 8 ICMP + 20 IP + 14 Ethernet
@@ -1303,7 +1303,7 @@ fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machi
     assert!(bps > 100e6 && bps <= 1.01e9, "{bps} bit/s across machines");
     // Delays as on one machine: never below the configured path, within the
     // one-machine test's bound above it.
-    let topo = emu_orchestrator::topology::Topology::load("leaf-spine-2x4-rt").expect("topology");
+    let topo = emu_orchestrator::config::topology::Topology::load("leaf-spine-2x4-rt").expect("topology");
     let link = &topo.fabric.links[0];
     let expected = 8.0 * (link.delay + link.rate.serialization_ns(98)) as f64 / 1e6;
     let rtts = ping_rtts(&f, "h0", "10.0.1.2", 40);

@@ -9,7 +9,7 @@
 //! tests (`topology::tests::other_errors_are_specific`).
 #![no_main]
 
-use emu_orchestrator::topology::Topology;
+use emu_orchestrator::config::topology::Topology;
 use libfuzzer_sys::fuzz_target;
 
 /// The largest generated fabric the target builds (k = 24: 4 176 nodes).

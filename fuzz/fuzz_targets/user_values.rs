@@ -4,7 +4,7 @@
 //! P4TE traffic classes, and a VM guest's answers to `weft exec`.
 #![no_main]
 
-use emu_orchestrator::units::{parse_duration, parse_probability, parse_rate, parse_size};
+use emu_orchestrator::config::units::{parse_duration, parse_probability, parse_rate, parse_size};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

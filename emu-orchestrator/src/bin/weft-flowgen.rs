@@ -34,7 +34,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use emu_node::host::udp::poisson_gap;
-use emu_orchestrator::units::{parse_duration, parse_rate, parse_size};
+use emu_orchestrator::config::units::{parse_duration, parse_rate, parse_size};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;

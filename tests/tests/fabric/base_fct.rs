@@ -3,13 +3,13 @@
 
 use crate::run;
 use emu_node::traffic::Pattern;
+use emu_orchestrator::config::topology::SHIPPED;
 use emu_orchestrator::experiment::RunOptions;
-use emu_orchestrator::topology::SHIPPED;
 
 #[test]
 fn base_fct_matches_a_single_flow_simulation_on_each_shipped_topology() {
     for (name, text) in SHIPPED {
-        let hosts = emu_orchestrator::topology::Topology::parse(name, text).unwrap().fabric.hosts().len();
+        let hosts = emu_orchestrator::config::topology::Topology::parse(name, text).unwrap().fabric.hosts().len();
         for (dst, size) in [(hosts - 1, 1_000_000), (1, 64_000), (hosts / 2, 1_000)] {
             let slower_uplinks = name.ends_with("to1") || name.starts_with("leaf-spine-int") || name.starts_with("p4te-");
             if slower_uplinks && size == 1_000_000 {

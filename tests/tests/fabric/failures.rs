@@ -126,7 +126,7 @@ fn every_scheme_delivers_every_flow_through_lossy_and_flapping_links_and_restart
     ];
     for (scheme, topology, (links, switches)) in runs {
         for fault in ["loss", "flap", "restart"] {
-            let mut topo = emu_orchestrator::topology::Topology::load(topology).expect("shipped topology");
+            let mut topo = emu_orchestrator::config::topology::Topology::load(topology).expect("shipped topology");
             match fault {
                 "loss" => links.iter().for_each(|l| topo.add_event(&format!("0ms,{l},loss=1%")).expect("loss event")),
                 "flap" => topo.add_event(&format!("0ms,{},flap=1ms:30ms", links[0])).expect("flap event"),

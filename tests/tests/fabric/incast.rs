@@ -46,7 +46,8 @@ fn incast_with_the_ns3_buffer_model_is_lossless_within_its_pool() {
 #[test]
 fn the_held_packet_accounting_and_buffer_size_options_reach_every_switch() {
     use emu_node::fabric::NodeKind;
-    let topo = emu_orchestrator::topology::Topology::parse("t.toml", &leaf_spine(2, 2, 2, r#"{ rate = "10Gbps" }"#, "")).expect("topology");
+    let topo = emu_orchestrator::config::topology::Topology::parse("t.toml", &leaf_spine(2, 2, 2, r#"{ rate = "10Gbps" }"#, ""))
+        .expect("topology");
     let switches = |sets: &[(&str, &str)]| -> Vec<emu_node::fabric::SwitchSpec> {
         let transport_params = sets.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let f = emu_orchestrator::experiment::configured_fabric(&topo, &RunOptions { transport_params, ..RunOptions::default() });

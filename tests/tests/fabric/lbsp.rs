@@ -8,8 +8,8 @@ use emu_node::engine::Engine;
 use emu_node::node::{build_nodes, Node, NodeConfig};
 use emu_node::switch::{Switch, Transmit};
 use emu_node::time::Nanos;
+use emu_orchestrator::config::topology::Topology;
 use emu_orchestrator::experiment::{self, RunOptions};
-use emu_orchestrator::topology::Topology;
 
 /// The paper's §4 fabric: k = 8, 4 hosts per edge, 1 Gbit/s, 50 µs links,
 /// every switch running LBSP, with `events` appended.

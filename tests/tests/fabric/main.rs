@@ -14,8 +14,8 @@ mod stall;
 mod tcp;
 mod threads;
 
+use emu_orchestrator::config::topology::Topology;
 use emu_orchestrator::experiment::{self, RunOptions, RunOutcome};
-use emu_orchestrator::topology::Topology;
 
 /// A generated leaf-spine topology with `host_link` (a TOML inline table)
 /// and `extra` TOML (switch settings, link events) appended.
@@ -25,7 +25,7 @@ pub fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32, host_link: &str
 
 /// The text of a shipped topology.
 pub fn shipped(name: &str) -> &'static str {
-    emu_orchestrator::topology::SHIPPED
+    emu_orchestrator::config::topology::SHIPPED
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)

@@ -12,8 +12,8 @@ use emu_node::switch::Switch;
 use emu_node::tofino::program::Declarations;
 use emu_node::tofino::{IngressCx, PacketSource, Program, ProgramError};
 use emu_node::traffic::Pattern;
+use emu_orchestrator::config::topology::Topology;
 use emu_orchestrator::experiment::{RunOptions, Transport};
-use emu_orchestrator::topology::Topology;
 
 #[test]
 fn one_roce_flow_alone_runs_at_line_rate_with_both_transports() {

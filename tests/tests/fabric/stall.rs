@@ -16,8 +16,8 @@ use emu_node::tofino::program::Declarations;
 use emu_node::tofino::tm::{PfcWatchdog, PfcWatchdogAction};
 use emu_node::tofino::{IngressCx, Program, ProgramError};
 use emu_node::watchdog::{ProgressWatchdog, StallReport};
+use emu_orchestrator::config::topology::Topology;
 use emu_orchestrator::experiment::{RunOptions, StallTimeout, Transport};
-use emu_orchestrator::topology::Topology;
 
 /// RoCE, lossless, a 1 MB permutation on leaf-spine-2x4 (25 Gbit/s).
 fn permutation(stall_timeout: StallTimeout) -> RunOptions {

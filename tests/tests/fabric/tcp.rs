@@ -91,7 +91,7 @@ fn an_application_rate_and_a_socket_window_bound_a_flow_as_iperf3s_b_and_w() {
     // Bad fields: one clear error each.
     for bad in ["0 15 0 1000 0 rate_bps=0", "0 15 0 1000 0 dscp=64", "0 15 0 1000 0 speed=1"] {
         o.flow_list = Some(("bad.txt".into(), format!("1\n{bad}\n")));
-        let topo = emu_orchestrator::topology::Topology::parse("l", shipped("leaf-spine-2x4")).unwrap();
+        let topo = emu_orchestrator::config::topology::Topology::parse("l", shipped("leaf-spine-2x4")).unwrap();
         let e = emu_orchestrator::experiment::run(&topo, &o, &mut |_, _| {}).err().unwrap_or_else(|| panic!("`{bad}` accepted"));
         assert!(e.to_string().contains("bad.txt"), "{e}");
     }
@@ -104,7 +104,7 @@ fn a_fack_sets_the_synthetic_senders_window_a_smaller_one_stops_new_data_and_it_
     use emu_node::ids::{FlowId, PortId};
     use emu_node::node::{HostTransport, Node, NodeConfig};
     use emu_node::wire::p4te::{fack, FackOf};
-    let fabric = emu_orchestrator::topology::Topology::parse(
+    let fabric = emu_orchestrator::config::topology::Topology::parse(
         "two.toml",
         "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\nhosts_per_leaf = 1\nhost_link = { rate = \"10Gbps\", delay = \"2us\" }\n",
     )
@@ -177,7 +177,7 @@ fn linuxs_rto_rule_keeps_min_rto_above_a_steady_rtt_where_rfc_6298s_floor_does_n
     use emu_node::ids::FlowId;
     use emu_node::node::{HostTransport, Node, NodeConfig};
     use emu_node::time::BitRate;
-    let fabric = emu_orchestrator::topology::Topology::parse(
+    let fabric = emu_orchestrator::config::topology::Topology::parse(
         "two.toml",
         "[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\nhosts_per_leaf = 1\nhost_link = { rate = \"10Gbps\", delay = \"2us\" }\n",
     )
@@ -215,7 +215,7 @@ fn linuxs_rto_rule_keeps_min_rto_above_a_steady_rtt_where_rfc_6298s_floor_does_n
     o.transport_params.insert("tcp.rto".into(), "linux".into());
     assert_eq!(run(shipped("leaf-spine-2x4"), &o).summary.flows[0].bytes_delivered, 10_000);
     o.transport_params.insert("tcp.rto".into(), "bsd".into());
-    let topo = emu_orchestrator::topology::Topology::parse("l", shipped("leaf-spine-2x4")).unwrap();
+    let topo = emu_orchestrator::config::topology::Topology::parse("l", shipped("leaf-spine-2x4")).unwrap();
     let e = emu_orchestrator::experiment::run(&topo, &o, &mut |_, _| {}).err().unwrap_or_else(|| panic!("tcp.rto=bsd accepted"));
     assert!(e.to_string().contains("tcp.rto=bsd") && e.to_string().contains("rfc6298 or linux"), "{e}");
 }

@@ -6,8 +6,8 @@
 //! switches restarting.
 
 use crate::{link_down, shipped};
+use emu_orchestrator::config::topology::Topology;
 use emu_orchestrator::experiment::{self, RunOptions, Transport, WorkloadOptions};
-use emu_orchestrator::topology::Topology;
 
 /// Runs `opts` on `topology` on `threads` threads; returns the outputs and
 /// the threads the engine used.

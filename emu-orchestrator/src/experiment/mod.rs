@@ -8,7 +8,12 @@
 //! event is left (every flow delivered or lost) or at `until` simulated
 //! time, whichever comes first.
 
-use crate::topology::Topology;
+pub mod compare;
+pub mod distributed;
+pub mod remote;
+
+use crate::config::params::{tm_settings, TRANSPORT_PARAMS};
+use crate::config::topology::Topology;
 use emu_node::engine::{Engine, EngineError};
 use emu_node::fabric::{FabricSpec, NodeKind};
 use emu_node::fct::SlowdownDefinition;
@@ -20,7 +25,6 @@ use emu_node::node::{build_nodes, HostTransport, Node, NodeConfig};
 use emu_node::results::{ImbalanceSampler, Summary};
 use emu_node::schemes::{self, Params, SchemeError, TimeScale};
 use emu_node::time::{BitRate, Nanos};
-use emu_node::tofino::BufferRules;
 use emu_node::traffic::{Pattern, PatternError};
 use emu_node::watchdog::{ProgressWatchdog, StallReport};
 use emu_node::workload::{host_link_load, parse_flow_list, FlowSizeCdf, PoissonArrivals};
@@ -35,7 +39,7 @@ pub struct RunOptions {
     pub scheme: Option<String>,
     /// Scheme parameter overrides by scheme (`--set scheme.param=value`):
     /// each reaches only the switches that run its scheme, and a scheme no
-    /// switch runs is an error ([`crate::params`]).
+    /// switch runs is an error ([`crate::config::params`]).
     pub scheme_params: std::collections::BTreeMap<String, Params>,
     /// Traffic pattern.
     pub traffic: Pattern,
@@ -135,7 +139,7 @@ impl std::str::FromStr for StallTimeout {
         match s {
             "auto" => Ok(StallTimeout::Auto),
             "off" => Ok(StallTimeout::Off),
-            d => match crate::units::parse_duration(d) {
+            d => match crate::config::units::parse_duration(d) {
                 Ok(0) => Err("a stall timeout of 0 would stop every run: give a duration, `auto` or `off`".into()),
                 Ok(t) => Ok(StallTimeout::After(t)),
                 Err(e) => Err(format!("`{d}`: {e} (or `auto`, `off`)")),
@@ -145,7 +149,7 @@ impl std::str::FromStr for StallTimeout {
 }
 
 /// Whether `flag` is set.
-fn interrupted(flag: &Option<Arc<AtomicBool>>) -> bool {
+pub(crate) fn interrupted(flag: &Option<Arc<AtomicBool>>) -> bool {
     flag.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
@@ -180,144 +184,8 @@ impl std::str::FromStr for Transport {
 /// (UDP's last packets) arrives.
 pub const DRAIN_AFTER_TRAFFIC: Nanos = 10_000_000;
 
-/// Prefixes of transport and traffic-manager parameters in `--set` (they
-/// travel in [`RunOptions::transport_params`]).
-pub use crate::params::TRANSPORT_PARAM_GROUPS;
-
-/// Traffic-manager parameters of every switch: (name, unit, meaning).
-pub const TM_PARAMS: [(&str, &str, &str); 5] = [
-    (
-        "tm.buffer",
-        "tofino|ns3",
-        "buffer sharing, PFC and ECN rules: weft's Tofino2 model (tofino), or the ConWeave authors' ns-3 switch MMU (ns3: switch-mmu.cc, counted in bytes, see docs/CALIBRATION.md)",
-    ),
-    (
-        "tm.held_pfc",
-        "counted|outside",
-        "packets held in a paused reorder queue (ConWeave) count against their ingress port's PFC threshold from arrival, as any buffered packet (counted), or only once their queue resumes, as the authors' VOQs (outside; with tm.buffer=ns3 they stay outside the whole buffer)",
-    ),
-    (
-        "tm.buffer_bytes",
-        "bytes",
-        "every switch's shared buffer, instead of the topology's or the target's (the authors' simulator: 9 MiB = 9437184)",
-    ),
-    (
-        "tm.pfc_watchdog",
-        "duration|off",
-        "a PFC watchdog on every switch port, as data-center switches offer (off by default): a priority paused without a break this long is a storm, until no pause for it arrived for as long again; see tm.pfc_watchdog_action",
-    ),
-    (
-        "tm.pfc_watchdog_action",
-        "drop|forward",
-        "what a port does for a priority in a PFC storm: drop its queued and arriving packets (drop, the default) or ignore its pauses and send (forward); counted per queue",
-    ),
-];
-
-/// What the `tm.*` parameters of `--set` ask of every switch's traffic manager.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TmSettings {
-    /// `tm.buffer`: the buffer, PFC and ECN rules.
-    pub rules: BufferRules,
-    /// `tm.held_pfc=outside`: held packets outside the PFC accounting.
-    pub held_outside_pfc: bool,
-    /// `tm.buffer_bytes`: the buffer size.
-    pub buffer_bytes: Option<u64>,
-    /// `tm.pfc_watchdog` and `tm.pfc_watchdog_action`.
-    pub pfc_watchdog: Option<emu_node::tofino::tm::PfcWatchdog>,
-}
-
-/// Reads the `tm.*` parameters of `--set`.
-pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Result<TmSettings, RunError> {
-    let (mut rules, mut held, mut buffer_bytes) = (BufferRules::Tofino, None, None);
-    let (mut watchdog, mut action): (Option<Nanos>, Option<emu_node::tofino::tm::PfcWatchdogAction>) = (None, None);
-    for (k, v) in params.iter().filter(|(k, _)| k.starts_with("tm.")) {
-        let bad = |e: &str| RunError::Transport(format!("--set {k}={v}: {e}"));
-        match k.as_str() {
-            "tm.buffer" => rules = v.parse().map_err(|e: String| bad(&e))?,
-            "tm.held_pfc" => {
-                held = Some(match v.as_str() {
-                    "counted" => false,
-                    "outside" => true,
-                    _ => return Err(bad("expected counted or outside")),
-                })
-            }
-            "tm.buffer_bytes" => {
-                let b: u64 = v.parse().map_err(|_| bad("expected a number of bytes"))?;
-                if !(10_000..=1 << 40).contains(&b) {
-                    return Err(bad("expected 10000 to 2^40 bytes"));
-                }
-                buffer_bytes = Some(b);
-            }
-            "tm.pfc_watchdog" if v == "off" => watchdog = None,
-            "tm.pfc_watchdog" => match crate::units::parse_duration(v) {
-                Ok(d) if d > 0 => watchdog = Some(d),
-                Ok(_) => return Err(bad("a detection time of 0 would drop every paused packet: give a duration or off")),
-                Err(e) => return Err(bad(&format!("{e} (a duration such as 200us, or off)"))),
-            },
-            "tm.pfc_watchdog_action" => action = Some(v.parse().map_err(|e: String| bad(&e))?),
-            _ => {
-                let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
-                return Err(RunError::Transport(format!("--set {k}: unknown traffic-manager parameter (known: {})", known.join(", "))));
-            }
-        }
-    }
-    if rules == BufferRules::Ns3 && held == Some(false) {
-        return Err(RunError::Transport(
-            "--set tm.held_pfc=counted: the ns3 buffer rules always keep held packets outside (use tm.buffer=tofino)".into(),
-        ));
-    }
-    if action.is_some() && watchdog.is_none() {
-        return Err(RunError::Transport("--set tm.pfc_watchdog_action needs --set tm.pfc_watchdog=DURATION".into()));
-    }
-    let pfc_watchdog =
-        watchdog.map(|d| emu_node::tofino::tm::PfcWatchdog { detect_ns: d, restore_ns: d, action: action.unwrap_or_default() });
-    Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes, pfc_watchdog })
-}
-
-/// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
-    ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
-    ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
-    ("tcp.mss", "bytes", "maximum segment size (1460)"),
-    ("tcp.min_rto", "duration", "minimum retransmission timeout (1ms)"),
-    ("tcp.initial_rto", "duration", "retransmission timeout before the first RTT sample (1ms)"),
-    (
-        "tcp.rto",
-        "rfc6298|linux",
-        "RTO rule: max(min_rto, SRTT + 4 RTTVAR) as RFC 6298 (rfc6298), or SRTT + max(4 RTTVAR, min_rto) as Linux (linux) (rfc6298)",
-    ),
-    ("tcp.rcv_buffer", "size", "receive window advertised by receivers (4MiB)"),
-    ("tcp.dctcp_g", "fraction", "DCTCP gain g (1/16)"),
-    ("roce.payload", "bytes", "payload per packet (1000)"),
-    ("roce.nak_interval", "duration", "receiver: at most one NAK per QP per interval (4us)"),
-    ("irn.bdp", "size", "IRN in-flight limit (default: the fabric's BDP)"),
-    ("irn.rto_low", "duration", "IRN timeout with <= 3 packets in flight (100us)"),
-    ("irn.rto_high", "duration", "IRN timeout otherwise (320us)"),
-    ("irn.resend", "selective|from-unacked", "what a NAK resends: the missing packet (selective, the IRN paper) or every unreported packet from the oldest unacknowledged on (from-unacked, the ConWeave authors' simulator)"),
-    ("dcqcn.enabled", "bool", "DCQCN on/off (true)"),
-    ("dcqcn.g", "fraction", "alpha gain (1/256)"),
-    ("dcqcn.alpha_interval", "duration", "period of the alpha update from the CNP-arrived bit (1us)"),
-    ("dcqcn.decrease_interval", "duration", "period of the rate-decrease check, a cut only if a CNP arrived (4us)"),
-    ("dcqcn.rp_timer", "duration", "rate-increase timer (300us)"),
-    ("dcqcn.fast_recovery_stages", "count", "fast-recovery stages (1)"),
-    ("dcqcn.rai", "rate", "additive increase (40Mbps at 100G, scaled)"),
-    ("dcqcn.rhai", "rate", "hyper increase (100Mbps at 100G, scaled)"),
-    ("dcqcn.min_rate", "rate", "minimum rate (100Mbps at 100G, scaled)"),
-    (
-        "dcqcn.cnp_interval",
-        "duration",
-        "receiver: at most one CNP per QP per interval (0: one per ECN-marked packet, as the ConWeave authors' simulator)",
-    ),
-    (
-        "dcqcn.clamp_target_rate",
-        "bool",
-        "set the target to the current rate on every cut (false: not while the increase stage is 0, the authors' CLAMP_TARGET_RATE 0)",
-    ),
-    ("dcqcn.rate_on_first_cnp", "fraction", "fraction of the rate kept on a QP's first CNP (1.0)"),
-];
-
 fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
-    use crate::units::{parse_duration, parse_size};
+    use crate::config::units::{parse_duration, parse_size};
     for (k, v) in params.iter().filter(|(k, _)| !k.starts_with("tm.")) {
         let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
         let unit = |source| RunError::SetUnit { key: k.clone(), value: v.clone(), source };
@@ -358,7 +226,7 @@ fn apply_tcp_params(tc: &mut TcpConfig, params: &std::collections::BTreeMap<Stri
 }
 
 fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeMap<String, String>) -> Result<(), RunError> {
-    use crate::units::{parse_duration, parse_rate, parse_size};
+    use crate::config::units::{parse_duration, parse_rate, parse_size};
     for (k, v) in params.iter().filter(|(k, _)| !k.starts_with("tm.")) {
         let bad = |e: String| RunError::Transport(format!("--set {k}={v}: {e}"));
         let unit = |source| RunError::SetUnit { key: k.clone(), value: v.clone(), source };
@@ -466,7 +334,7 @@ pub enum RunError {
     Scheme(#[from] SchemeError),
     /// A `--set` that cannot be applied.
     #[error(transparent)]
-    Set(#[from] crate::params::SetError),
+    Set(#[from] crate::config::params::SetError),
     /// A flow list that does not parse or does not fit the topology.
     #[error(transparent)]
     FlowList(#[from] emu_node::workload::WorkloadFileError),
@@ -482,7 +350,7 @@ pub enum RunError {
         value: String,
         /// Cause.
         #[source]
-        source: crate::units::UnitError,
+        source: crate::config::units::UnitError,
     },
     /// A load outside (0, 1].
     #[error("--load {0} must be in (0, 1]")]
@@ -504,13 +372,13 @@ pub enum RunError {
     Runtime(#[from] emu_node::runtime::RuntimeError),
     /// The distributed real-time run failed.
     #[error("real-time run: {0}")]
-    Live(#[from] crate::live::LiveError),
+    Live(#[from] crate::cluster::FabricError),
     /// The fabric certificate.
     #[error("real-time run: {0}")]
     Tls(#[from] emu_node::tls::TlsError),
     /// The Prometheus configuration for the run.
     #[error("real-time run: {0}")]
-    Prometheus(#[from] crate::prometheus::PrometheusError),
+    Prometheus(#[from] crate::observe::prometheus::PrometheusError),
     /// The async runtime could not start.
     #[error("real-time run: cannot start the async runtime: {0}")]
     AsyncRuntime(std::io::Error),
@@ -562,7 +430,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             }
         }
     }
-    crate::params::apply_scheme_params(&mut fabric, &opts.scheme_params);
+    crate::config::params::apply_scheme_params(&mut fabric, &opts.scheme_params);
     fabric
 }
 
@@ -691,7 +559,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     let fabric = configured_fabric(topo, opts);
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
-    crate::params::check_schemes_run(&fabric, &opts.scheme_params)?;
+    crate::config::params::check_schemes_run(&fabric, &opts.scheme_params)?;
     for s in &scheme_names {
         schemes::build(s, opts.scheme_params.get(s).unwrap_or(&Params::new()), Default::default())?;
     }
@@ -931,55 +799,6 @@ pub fn run_with_metrics(
     Ok(RunOutcome { summary, wall, truncated, threads: engine.threads(), stalled })
 }
 
-/// One cell of a comparison matrix.
-#[derive(Debug)]
-pub struct CompareCell {
-    /// Scheme.
-    pub scheme: String,
-    /// Load.
-    pub load: f64,
-    /// The run, or why it failed.
-    pub outcome: Result<RunOutcome, RunError>,
-}
-
-/// Runs `base` for every scheme x load (the workload's load is replaced;
-/// each scheme gets its own parameters from `params`, none when absent), on up to `jobs` threads. Each run is independent and seeded by
-/// `base.seed`, so the matrix is deterministic whatever `jobs` is.
-pub fn compare(
-    topo: &Topology,
-    base: &RunOptions,
-    schemes: &[String],
-    params: &std::collections::BTreeMap<String, Params>,
-    loads: &[f64],
-    jobs: usize,
-) -> Vec<CompareCell> {
-    let cells: Vec<(String, f64)> = schemes.iter().flat_map(|s| loads.iter().map(move |l| (s.clone(), *l))).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<Vec<Option<CompareCell>>> = std::sync::Mutex::new((0..cells.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, cells.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((scheme, load)) = cells.get(i) else { break };
-                if interrupted(&base.interrupt) {
-                    break;
-                }
-                let mut opts = base.clone();
-                opts.scheme = Some(scheme.clone());
-                opts.scheme_params = params.get(scheme).map(|p| [(scheme.clone(), p.clone())].into()).unwrap_or_default();
-                if let Some(w) = &mut opts.workload {
-                    w.load = *load;
-                }
-                let outcome = run(topo, &opts, &mut |_, _| {});
-                if let Ok(mut r) = results.lock() {
-                    r[i] = Some(CompareCell { scheme: scheme.clone(), load: *load, outcome });
-                }
-            });
-        }
-    });
-    results.into_inner().unwrap_or_default().into_iter().flatten().collect()
-}
-
 /// Multiplies every time parameter of a RoCE configuration by `k`
 /// (DESIGN 6.2: they are given for [`REFERENCE_RATE`]).
 pub fn scale_roce_times(rc: &mut RoceConfig, k: f64) {
@@ -1050,7 +869,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         let until = opts.until;
         let capture = capture_link.zip(rt_opts.capture.clone()).map(|(i, (_, path, count))| (emu_node::ids::LinkId(i as u32), path, count));
         let mut all = nodes;
-        let run = rt.block_on(crate::live::run_distributed(
+        let run = rt.block_on(crate::experiment::distributed::run_distributed(
             &fabric,
             all.iter_mut().map(Option::take).collect(),
             rt_opts.nodes,
@@ -1109,8 +928,8 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         };
         let (mut p, addrs) = ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
         if let (Some(m), Some((_, dir))) = (addrs.metrics, &rt_opts.metrics) {
-            let t = [crate::prometheus::Target { addr: m, process: 0 }];
-            crate::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))?;
+            let t = [crate::observe::prometheus::Target { addr: m, process: 0 }];
+            crate::observe::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))?;
         }
         p.connect(&[]).await?;
         p.schedule_events(0);

@@ -23,7 +23,18 @@
 //! in the Secret; the placement in the ConfigMap is the one the
 //! orchestrator applies; nothing here talks to a cluster.
 
-use crate::topology::Topology;
+use crate::config::topology::Topology;
+
+/// Manifests that could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    /// The fabric certificate could not be made.
+    #[error(transparent)]
+    Tls(#[from] emu_node::tls::TlsError),
+    /// A manifest did not serialise.
+    #[error("a manifest did not serialise: {0}")]
+    Json(#[from] serde_json::Error),
+}
 use emu_node::tls::FabricIdentity;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, Pod, PodSpec, SecretVolumeSource,
@@ -67,7 +78,7 @@ fn meta(name: &str, ns: Option<&str>, labels: &[(&str, String)]) -> ObjectMeta {
 /// `weft up --placement` reads; keys sort in process order).
 pub fn placement_toml(topo: &Topology, nodes: u32) -> String {
     let mut f = topo.fabric.clone();
-    crate::live::auto_place(&mut f, nodes);
+    crate::placement::auto_place(&mut f, nodes);
     let mut s = String::from("[placement]\n");
     for p in 0..nodes {
         let names: Vec<String> = f.nodes.iter().filter(|n| n.placement == p).map(|n| format!("\"{}\"", n.name)).collect();
@@ -78,9 +89,9 @@ pub fn placement_toml(topo: &Topology, nodes: u32) -> String {
 
 /// Renders the manifests for `topo` (its file's text `topology_toml`) with
 /// a fresh identity and token.
-pub fn render(topo: &Topology, topology_toml: &str, o: &RenderOptions) -> Result<Manifests, crate::live::LiveError> {
+pub fn render(topo: &Topology, topology_toml: &str, o: &RenderOptions) -> Result<Manifests, K8sError> {
     let identity = FabricIdentity::generate()?;
-    let token = crate::live::new_token();
+    let token = crate::config::identity::new_token();
     render_with(topo, topology_toml, o, &identity, &token)
 }
 
@@ -91,11 +102,11 @@ pub fn render_with(
     o: &RenderOptions,
     identity: &FabricIdentity,
     token: &str,
-) -> Result<Manifests, crate::live::LiveError> {
+) -> Result<Manifests, K8sError> {
     let ns = o.namespace.as_str();
     let app = ("app.kubernetes.io/name", "weft".to_string());
     let fabric = ("weft.dev/fabric", topo.fabric.name.clone());
-    let json = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| crate::live::LiveError::Placement(e.to_string()));
+    let json = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(K8sError::Json);
     let mut out: Manifests = Vec::new();
 
     let namespace = Namespace { metadata: meta(ns, None, &[app.clone(), fabric.clone()]), ..Default::default() };
@@ -309,7 +320,7 @@ mod tests {
         let mut placed = topo.clone();
         placed.apply_placement("placement.toml", &data["placement.toml"]).unwrap();
         let mut auto = topo.fabric.clone();
-        crate::live::auto_place(&mut auto, 3);
+        crate::placement::auto_place(&mut auto, 3);
         let by_name = |f: &emu_node::fabric::FabricSpec| f.nodes.iter().map(|n| (n.name.clone(), n.placement)).collect::<Vec<_>>();
         assert_eq!(by_name(&placed.fabric), by_name(&auto));
         // The orchestrator waits for 3 emu-nodes with the Secret's identity.

@@ -18,7 +18,7 @@
 //!
 //! See `topologies/README.md` for the full format with examples.
 
-use crate::units::{parse_duration, parse_rate, parse_size};
+use crate::config::units::{parse_duration, parse_rate, parse_size};
 use emu_node::fabric::{
     host_mac, switch_link_mtu, FabricSpec, HostKind, HostSpec, LinkAction, LinkEvent, NodeAction, NodeEvent, NodeKind, SwitchRole,
     SwitchSpec, MAX_MTU, MAX_NODES,
@@ -47,26 +47,26 @@ pub struct TopologyError {
 
 /// Topologies shipped in `topologies/`, embedded so names work anywhere.
 pub const SHIPPED: &[(&str, &str)] = &[
-    ("leaf-spine-2x4", include_str!("../../topologies/leaf-spine-2x4.toml")),
-    ("leaf-spine-8x8", include_str!("../../topologies/leaf-spine-8x8.toml")),
-    ("fat-tree-k4", include_str!("../../topologies/fat-tree-k4.toml")),
-    ("fat-tree-k8", include_str!("../../topologies/fat-tree-k8.toml")),
-    ("leaf-spine-2x4-rt", include_str!("../../topologies/leaf-spine-2x4-rt.toml")),
-    ("leaf-spine-rxe", include_str!("../../topologies/leaf-spine-rxe.toml")),
-    ("leaf-spine-2x4-rt-synthetic", include_str!("../../topologies/leaf-spine-2x4-rt-synthetic.toml")),
-    ("fat-tree-k4-rt", include_str!("../../topologies/fat-tree-k4-rt.toml")),
-    ("fat-tree-k4-rt-tap", include_str!("../../topologies/fat-tree-k4-rt-tap.toml")),
-    ("fat-tree-k8-lbsp", include_str!("../../topologies/fat-tree-k8-lbsp.toml")),
-    ("fat-tree-k16-lbsp", include_str!("../../topologies/fat-tree-k16-lbsp.toml")),
-    ("fat-tree-k16-lbsp-4to1", include_str!("../../topologies/fat-tree-k16-lbsp-4to1.toml")),
-    ("fat-tree-k16-lbsp-8to1", include_str!("../../topologies/fat-tree-k16-lbsp-8to1.toml")),
-    ("leaf-spine-int", include_str!("../../topologies/leaf-spine-int.toml")),
-    ("leaf-spine-int-tap", include_str!("../../topologies/leaf-spine-int-tap.toml")),
-    ("fat-tree-int", include_str!("../../topologies/fat-tree-int.toml")),
-    ("fat-tree-int-tap", include_str!("../../topologies/fat-tree-int-tap.toml")),
-    ("p4te-leaf-spine", include_str!("../../topologies/p4te-leaf-spine.toml")),
-    ("p4te-leaf-spine-tap", include_str!("../../topologies/p4te-leaf-spine-tap.toml")),
-    ("explicit-example", include_str!("../../topologies/explicit-example.toml")),
+    ("leaf-spine-2x4", include_str!("../../../topologies/leaf-spine-2x4.toml")),
+    ("leaf-spine-8x8", include_str!("../../../topologies/leaf-spine-8x8.toml")),
+    ("fat-tree-k4", include_str!("../../../topologies/fat-tree-k4.toml")),
+    ("fat-tree-k8", include_str!("../../../topologies/fat-tree-k8.toml")),
+    ("leaf-spine-2x4-rt", include_str!("../../../topologies/leaf-spine-2x4-rt.toml")),
+    ("leaf-spine-rxe", include_str!("../../../topologies/leaf-spine-rxe.toml")),
+    ("leaf-spine-2x4-rt-synthetic", include_str!("../../../topologies/leaf-spine-2x4-rt-synthetic.toml")),
+    ("fat-tree-k4-rt", include_str!("../../../topologies/fat-tree-k4-rt.toml")),
+    ("fat-tree-k4-rt-tap", include_str!("../../../topologies/fat-tree-k4-rt-tap.toml")),
+    ("fat-tree-k8-lbsp", include_str!("../../../topologies/fat-tree-k8-lbsp.toml")),
+    ("fat-tree-k16-lbsp", include_str!("../../../topologies/fat-tree-k16-lbsp.toml")),
+    ("fat-tree-k16-lbsp-4to1", include_str!("../../../topologies/fat-tree-k16-lbsp-4to1.toml")),
+    ("fat-tree-k16-lbsp-8to1", include_str!("../../../topologies/fat-tree-k16-lbsp-8to1.toml")),
+    ("leaf-spine-int", include_str!("../../../topologies/leaf-spine-int.toml")),
+    ("leaf-spine-int-tap", include_str!("../../../topologies/leaf-spine-int-tap.toml")),
+    ("fat-tree-int", include_str!("../../../topologies/fat-tree-int.toml")),
+    ("fat-tree-int-tap", include_str!("../../../topologies/fat-tree-int-tap.toml")),
+    ("p4te-leaf-spine", include_str!("../../../topologies/p4te-leaf-spine.toml")),
+    ("p4te-leaf-spine-tap", include_str!("../../../topologies/p4te-leaf-spine-tap.toml")),
+    ("explicit-example", include_str!("../../../topologies/explicit-example.toml")),
 ];
 
 /// The embedded default topology (`weft run` without a topology).
@@ -512,7 +512,7 @@ impl Topology {
             None if action == "down" => LinkAction::Down,
             None if action == "up" => LinkAction::Up,
             Some(("degrade", rate)) => LinkAction::Degrade(parse_rate(rate).map_err(|e| bad(&format!("rate {e}")))?),
-            Some(("loss", p)) => LinkAction::Loss(crate::units::parse_probability(p).map_err(|e| bad(&format!("loss {e}")))?),
+            Some(("loss", p)) => LinkAction::Loss(crate::config::units::parse_probability(p).map_err(|e| bad(&format!("loss {e}")))?),
             Some(("flap", spec)) => {
                 let Some((p, u)) = spec.split_once(':') else { return Err(bad("flap=PERIOD:UNTIL, e.g. flap=1ms:10ms")) };
                 let p = parse_duration(p).map_err(|e| bad(&format!("flap period {e}")))?;
@@ -658,7 +658,7 @@ impl Topology {
                 ("degrade", Some(r)) => LinkAction::Degrade(cx.rate(r)?),
                 ("degrade", None) => return cx.err(ev.span(), "a `degrade` event needs a `rate`"),
                 ("loss", None) => match &e.loss {
-                    Some(l) => match crate::units::parse_probability(l.get_ref()) {
+                    Some(l) => match crate::config::units::parse_probability(l.get_ref()) {
                         Ok(ppm) => LinkAction::Loss(ppm),
                         Err(err) => return cx.err(l.span(), format!("loss {err} (a probability: 1% or 0.01; 0 ends the loss)")),
                     },

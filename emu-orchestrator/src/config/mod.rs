@@ -1,0 +1,9 @@
+//! What a user writes, read and checked: topology files, quantities with
+//! units, `--set` parameters, machines files, the fabric token. Pure: no
+//! process, socket or clock; the lowest layer of the orchestrator.
+
+pub mod identity;
+pub mod machines;
+pub mod params;
+pub mod topology;
+pub mod units;

@@ -1,0 +1,165 @@
+//! Cells of a comparison matrix run on other machines (`weft compare
+//! --machines`): each cell is `weft compare` there, over ssh, with the
+//! input files sent along; its summary.json and compare.json come back on
+//! the session's standard output and are read typed.
+//!
+//! Invariants: a machine runs one cell at a time per capacity slot; a cell
+//! that failed there is an error of that cell, never of the matrix; no
+//! answer from a machine, however malformed, panics.
+
+use crate::config::machines::{process_slots, Machine};
+use emu_node::results::Summary;
+use std::path::{Path, PathBuf};
+
+/// One cell of a comparison matrix to run on a machine: `weft compare`
+/// with one scheme, load and transport, the rest of the arguments as given.
+#[derive(Debug, Clone)]
+pub struct RemoteCell {
+    /// Scheme.
+    pub scheme: String,
+    /// Load.
+    pub load: f64,
+    /// Transport name.
+    pub transport: String,
+}
+
+/// An argument of a remote `weft compare`: literal, or a file weft sends
+/// along (its text) and names by its path in the run's directory there.
+#[derive(Debug, Clone)]
+pub enum RemoteArg {
+    /// Passed as is.
+    Lit(String),
+    /// A local file: sent, and replaced by its path there.
+    File(PathBuf),
+}
+
+/// Marks the start of each file in a remote run's output.
+const FILE_MARK: &str = "@@weft-compare-file@@";
+
+/// Quotes `s` for a POSIX shell.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+impl Machine {
+    /// Runs `weft compare <args> --schemes S --loads L --transport T --jobs 1
+    /// --out DIR` on this machine (one process there, in a directory of its
+    /// own that is removed afterwards) and returns the run's summary and its
+    /// wall time in seconds. The script goes to `sh -s` on ssh's stdin, with
+    /// the files of `args` in it as here-documents.
+    pub fn run_compare_cell(&self, local_weft: &Path, args: &[RemoteArg], cell: &RemoteCell) -> Result<(Summary, f64), String> {
+        let weft = self.weft.clone().unwrap_or_else(|| local_weft.display().to_string());
+        let mut script = String::from("set -e\nD=$(mktemp -d /tmp/weft-compare.XXXXXX)\ntrap 'rm -rf \"$D\"' EXIT\n");
+        let mut line = vec![sh_quote(&weft), "compare".to_string()];
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                RemoteArg::Lit(s) => line.push(sh_quote(s)),
+                RemoteArg::File(p) => {
+                    let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                    let name = format!("input{i}.{}", p.extension().and_then(|e| e.to_str()).unwrap_or("txt"));
+                    script.push_str(&format!("cat > \"$D/{name}\" <<'WEFT_INPUT_EOF'\n{text}\nWEFT_INPUT_EOF\n"));
+                    line.push(format!("\"$D/{name}\""));
+                }
+            }
+        }
+        for (k, v) in [("--schemes", cell.scheme.clone()), ("--loads", cell.load.to_string()), ("--transport", cell.transport.clone())] {
+            line.push(k.to_string());
+            line.push(sh_quote(&v));
+        }
+        line.extend(["--jobs".into(), "1".into(), "--out".into(), "\"$D/out\"".into()]);
+        script.push_str(&format!(
+            // Status 3: a cell the progress watchdog stopped; its
+            // summary.json says so ("incomplete": "stalled: ...").
+            "rc=0; {} >\"$D/log\" 2>&1 || rc=$?\n\
+             [ $rc = 0 ] || [ $rc = 3 ] || {{ tail -n 3 \"$D/log\" >&2; exit 1; }}\n\
+             for f in \"$D\"/out/*/*/summary.json; do echo '{FILE_MARK} summary.json'; cat \"$f\"; done\n\
+             echo '{FILE_MARK} compare.json'; cat \"$D/out/compare.json\"\n",
+            line.join(" ")
+        ));
+        let mut child = self
+            .ssh_command()
+            .args(["sh", "-s"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("machine {}: cannot run ssh ({e})", self.name))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write as _;
+            stdin.write_all(script.as_bytes()).map_err(|e| format!("machine {}: {e}", self.name))?;
+        }
+        let out = child.wait_with_output().map_err(|e| format!("machine {}: {e}", self.name))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("machine {}: {}", self.name, err.trim().lines().collect::<Vec<_>>().join(" | ")));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut files = std::collections::BTreeMap::new();
+        for part in text.split(FILE_MARK).skip(1) {
+            let (name, body) = part.split_once('\n').unwrap_or((part, ""));
+            files.insert(name.trim().to_string(), body.to_string());
+        }
+        let bad = |what: &str| format!("machine {}: its weft compare wrote no readable {what}", self.name);
+        let summary = Summary::from_json(files.get("summary.json").ok_or_else(|| bad("summary.json"))?)
+            .map_err(|e| format!("{}: {e}", bad("summary.json")))?;
+        let compare: serde_json::Value =
+            serde_json::from_str(files.get("compare.json").ok_or_else(|| bad("compare.json"))?).map_err(|_| bad("compare.json"))?;
+        let wall = compare["runs"][0]["wall_s"].as_f64().unwrap_or(0.0);
+        Ok((summary, wall))
+    }
+}
+
+/// Runs the cells of a comparison matrix on `machines`, each machine one
+/// cell at a time, and returns the cells in the order of `cells`.
+pub fn compare_on(
+    machines: &[Machine],
+    local_weft: &Path,
+    args: &[RemoteArg],
+    cells: &[RemoteCell],
+) -> Vec<crate::experiment::compare::CompareCell> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<crate::experiment::compare::CompareCell>>> =
+        std::sync::Mutex::new((0..cells.len()).map(|_| None).collect());
+    let slots = process_slots(machines);
+    std::thread::scope(|scope| {
+        for m in &slots {
+            let (next, results) = (&next, &results);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(c) = cells.get(i) else { break };
+                let outcome = m
+                    .run_compare_cell(local_weft, args, c)
+                    .map(|(summary, wall)| crate::experiment::RunOutcome {
+                        truncated: summary.incomplete.is_some(),
+                        summary,
+                        wall: std::time::Duration::from_secs_f64(wall.max(0.0)),
+                        threads: 1,
+                        // A remote cell's stall is in its summary's `incomplete`.
+                        stalled: None,
+                    })
+                    .map_err(crate::experiment::RunError::Remote);
+                if let Ok(mut r) = results.lock() {
+                    r[i] = Some(crate::experiment::compare::CompareCell { scheme: c.scheme.clone(), load: c.load, outcome });
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap_or_default().into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod summary_tests {
+    /// Runs gathered from other machines come back as summary.json text:
+    /// reading it must give back the very same summary (floats included).
+    #[test]
+    fn a_summary_read_back_from_its_json_is_the_same_summary() {
+        let topo = crate::config::topology::Topology::load("leaf-spine-2x4").unwrap();
+        let opts = crate::experiment::RunOptions { flow_size: 100_000, ..Default::default() };
+        let s = crate::experiment::run(&topo, &opts, &mut |_, _| {}).unwrap().summary;
+        let json = s.to_json();
+        let back = emu_node::results::Summary::from_json(&json).unwrap();
+        assert_eq!(back.to_json(), json);
+        assert_eq!(back.flows_csv(), s.flows_csv());
+        assert!(emu_node::results::Summary::from_json(&json.replace("weft.summary/1", "weft.summary/9")).is_err());
+    }
+}

@@ -1,0 +1,137 @@
+//! Placement: which emu-node process runs each node of a fabric, and on
+//! which machine each process runs.
+//!
+//! Automatic placement keeps every host with its ToR and, where it can,
+//! whole leaves in one process, so that the links between processes (and
+//! machines) are the fewest and the hosts' links never cross.
+//!
+//! Invariants: pure (no process, socket or file); every node gets exactly
+//! one process in `0..n`.
+
+use crate::config::machines::Machine;
+use emu_node::fabric::FabricSpec;
+
+/// Automatic placement on `n` processes: hosts with their ToR; ToRs (and
+/// their hosts) spread over the first processes, other switches over the
+/// rest when there are processes left, else round-robin.
+pub fn auto_place(f: &mut FabricSpec, n: u32) {
+    let n = n.max(1);
+    let edge: Vec<usize> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && has_host(f, i)).collect();
+    let core: Vec<usize> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && !has_host(f, i)).collect();
+    let edge_procs = if n >= 2 && !core.is_empty() { (n - 1).min(edge.len().max(1) as u32) } else { n };
+    for (k, &i) in edge.iter().enumerate() {
+        f.nodes[i].placement = k as u32 % edge_procs;
+    }
+    let core_procs = n - edge_procs;
+    for (k, &i) in core.iter().enumerate() {
+        f.nodes[i].placement = if core_procs == 0 { k as u32 % n } else { edge_procs + k as u32 % core_procs };
+    }
+    place_hosts_with_tor(f);
+}
+
+fn has_host(f: &FabricSpec, i: usize) -> bool {
+    f.nodes[i].ports.iter().any(|p| f.nodes.get(p.peer.index()).is_some_and(|n| n.as_host().is_some()))
+}
+
+pub(crate) fn place_hosts_with_tor(f: &mut FabricSpec) {
+    for i in 0..f.nodes.len() {
+        if f.nodes[i].as_host().is_some() {
+            if let Some(tor) = f.nodes[i].ports.first().map(|p| p.peer) {
+                f.nodes[i].placement = f.nodes[tor.index()].placement;
+            }
+        }
+    }
+}
+
+/// The placement of `f` over `machines`: process p runs on machine p.
+/// Leaves stay whole with their hosts ([`crate::placement::auto_place`]);
+/// returns the links that cross machines (the cut).
+pub fn place(f: &mut FabricSpec, slots: &[Machine]) -> Vec<String> {
+    crate::placement::auto_place(f, slots.len() as u32);
+    cut(f, slots)
+}
+
+/// The links whose ends run on different machines (`slots`: the machine of
+/// each process, [`process_slots`]).
+pub fn cut(f: &FabricSpec, slots: &[Machine]) -> Vec<String> {
+    let machine = |n: emu_node::ids::NodeId| slots.get(f.nodes[n.index()].placement as usize).map(|m| m.name.as_str());
+    f.links.iter().filter(|l| machine(l.a.0) != machine(l.b.0)).map(|l| l.name.clone()).collect()
+}
+
+/// One line per machine: its processes and what they run (`slots`: the
+/// machine of each process).
+pub fn describe(f: &FabricSpec, slots: &[Machine]) -> Vec<String> {
+    let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+    for (p, m) in slots.iter().enumerate() {
+        let on: Vec<&emu_node::fabric::NodeSpec> = f.nodes.iter().filter(|n| n.placement == p as u32).collect();
+        let switches: Vec<&str> = on.iter().filter(|n| n.as_switch().is_some()).map(|n| n.name.as_str()).collect();
+        let hosts = on.iter().filter(|n| n.as_host().is_some()).count();
+        let part = format!("emu-node {p}: {} and {hosts} hosts", switches.join(" "));
+        match lines.iter_mut().find(|(n, _)| *n == m.name) {
+            Some((_, v)) => v.push(part),
+            None => lines.push((m.name.clone(), vec![part])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(name, parts)| {
+            let m = slots.iter().find(|m| m.name == name).map_or((String::new(), String::new()), |m| (m.ssh.clone(), m.bind.to_string()));
+            format!("{name} ({}, links on {}): {}", m.0, m.1, parts.join("; "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::machines::{parse, process_slots};
+
+    const THREE: &str = r#"
+[[machine]]
+name = "m1"
+ssh = "10.77.0.1"
+user = "root"
+bind = "10.77.0.1"
+[[machine]]
+name = "m2"
+ssh = "10.77.0.2"
+port = 2222
+bind = "10.77.0.2"
+[[machine]]
+name = "m3"
+ssh = "m3.example"
+identity = "/k"
+known_hosts = "/kh"
+bind = "10.77.0.3"
+emu_node = "/opt/weft/emu-node"
+"#;
+
+    #[test]
+    fn placement_over_three_machines_keeps_leaves_whole_and_reports_the_cut() {
+        let topo = crate::config::topology::Topology::load("leaf-spine-2x4-rt").unwrap();
+        let mut f = topo.fabric;
+        let m = parse("t", THREE).unwrap();
+        let cut = place(&mut f, &m);
+        // Two leaves on m1 and m2 with their hosts, the spines on m3: the
+        // 8 leaf-spine links cross machines, no host link does.
+        assert_eq!(cut.len(), 8, "{cut:?}");
+        assert!(cut.iter().all(|l| l.contains("spine")));
+        let lines = describe(&f, &m);
+        assert!(lines[0].starts_with("m1 (10.77.0.1, links on 10.77.0.1): emu-node 0: leaf0 and 8 hosts"), "{lines:?}");
+        assert!(lines[2].contains("emu-node 2: spine0 spine1 spine2 spine3 and 0 hosts"), "{lines:?}");
+        // Capacity 2 on m3: two emu-nodes share the spines there; the cut
+        // counts machines, not processes.
+        let m = parse("t", &THREE.replace("emu_node = \"/opt/weft/emu-node\"", "emu_node = \"/opt/weft/emu-node\"\ncapacity = 2")).unwrap();
+        let slots = process_slots(&m);
+        assert_eq!(slots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["m1", "m2", "m3", "m3"]);
+        let mut f = crate::config::topology::Topology::load("leaf-spine-2x4-rt").unwrap().fabric;
+        assert_eq!(place(&mut f, &slots).len(), 8);
+        let lines = describe(&f, &slots);
+        assert_eq!(lines.len(), 3);
+        assert!(lines[2].contains("emu-node 2: spine0 spine2 and 0 hosts; emu-node 3: spine1 spine3 and 0 hosts"), "{lines:?}");
+        assert!(parse("t", &THREE.replace("port = 2222", "port = 2222\ncapacity = 0"))
+            .unwrap_err()
+            .to_string()
+            .contains("capacity must be 1 to 64"));
+    }
+}
