@@ -33,7 +33,7 @@ pub use weft_schemes as schemes;
 pub use weft_sim::{engine, results, traffic, watchdog, workload};
 pub use weft_tofino as tofino;
 pub use weft_wire as wire;
-pub use weft_wire::{ids, time};
+pub use weft_wire::{ids, time, units};
 
 /// Metrics: the catalogue, families and scrape-time folding
 /// (`weft-metrics`), a virtual-time run's OpenMetrics samples (`weft-sim`)

@@ -563,21 +563,7 @@ fn compare(a: CompareArgs) -> Result<()> {
             std::fs::write(dir.join("summary.json"), o.summary.to_json() + "\n")
                 .with_context(|| format!("cannot write into {}", dir.display()))?;
             std::fs::write(dir.join("flows.csv"), o.summary.flows_csv()).with_context(|| format!("cannot write into {}", dir.display()))?;
-            report.push(serde_json::json!({
-                "transport": tname,
-                "scheme": c.scheme,
-                "load": c.load,
-                "slowdown": s,
-                "uplink_imbalance": o.summary.uplink_imbalance,
-                "scheme_totals": o.summary.scheme_totals,
-                "network": o.summary.network,
-                "out_of_order": o.summary.flows.iter().map(|f| f.out_of_order).sum::<u64>(),
-                "simulated_ns": o.summary.simulated_ns,
-                "packet_hops": o.summary.totals.packet_hops,
-                "events": o.summary.totals.events,
-                "incomplete": o.summary.incomplete,
-                "wall_s": o.wall.as_secs_f64(),
-            }));
+            report.push(experiment::compare::CompareRun::of(tname, &c.scheme, c.load, o));
         }
         println!("({} runs in {:.1}s)", cells.len(), wall.as_secs_f64());
         for load in &a.loads {
@@ -596,24 +582,25 @@ fn compare(a: CompareArgs) -> Result<()> {
         }
     }
     let stopped = interrupt.load(std::sync::atomic::Ordering::Relaxed);
-    let doc = serde_json::json!({
-        "schema": "weft.compare/1",
-        "incomplete": stopped.then(|| format!("interrupted (Ctrl-C): {} of {n} runs, some cut short (see each run's \"incomplete\")", report.len())),
-        "topology": topo.fabric.name,
-        "workload": a.workload,
-        "flows": a.flows,
-        "seed": a.seed,
-        "warmup_ns": warmup,
-        "slowdown_definition": slowdown,
-        "set": a.set,
-        "wall_s": started.elapsed().as_secs_f64(),
-        "runs": report,
-    });
+    let doc = experiment::compare::CompareReport {
+        schema: experiment::compare::COMPARE_SCHEMA.into(),
+        incomplete: stopped
+            .then(|| format!("interrupted (Ctrl-C): {} of {n} runs, some cut short (see each run's \"incomplete\")", report.len())),
+        topology: topo.fabric.name.clone(),
+        workload: a.workload.clone(),
+        flows: a.flows,
+        seed: a.seed,
+        warmup_ns: warmup,
+        slowdown_definition: slowdown,
+        set: a.set.clone(),
+        wall_s: started.elapsed().as_secs_f64(),
+        runs: report,
+    };
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
     let path = a.out.join("compare.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, doc.to_json()?).with_context(|| format!("cannot write {}", path.display()))?;
     if stopped {
-        eprintln!("interrupted (Ctrl-C): wrote the {} runs there are to {} (marked \"incomplete\")", report.len(), path.display());
+        eprintln!("interrupted (Ctrl-C): wrote the {} runs there are to {} (marked \"incomplete\")", doc.runs.len(), path.display());
         std::process::exit(INTERRUPTED_EXIT);
     }
     println!(

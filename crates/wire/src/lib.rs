@@ -26,6 +26,7 @@
 
 pub mod ids;
 pub mod time;
+pub mod units;
 
 pub mod arp;
 pub mod buffer;

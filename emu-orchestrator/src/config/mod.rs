@@ -6,4 +6,5 @@ pub mod identity;
 pub mod machines;
 pub mod params;
 pub mod topology;
-pub mod units;
+/// Quantities with units (`25Gbps`, `1.5ms`, `9MB`), shared with `weft-flowgen`.
+pub use emu_node::units;

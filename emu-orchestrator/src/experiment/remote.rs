@@ -47,7 +47,12 @@ impl Machine {
     /// own that is removed afterwards) and returns the run's summary and its
     /// wall time in seconds. The script goes to `sh -s` on ssh's stdin, with
     /// the files of `args` in it as here-documents.
-    pub fn run_compare_cell(&self, local_weft: &Path, args: &[RemoteArg], cell: &RemoteCell) -> Result<(Summary, f64), String> {
+    pub fn run_compare_cell(
+        &self,
+        local_weft: &Path,
+        args: &[RemoteArg],
+        cell: &RemoteCell,
+    ) -> Result<(Summary, std::time::Duration), String> {
         let weft = self.weft.clone().unwrap_or_else(|| local_weft.display().to_string());
         let mut script = String::from("set -e\nD=$(mktemp -d /tmp/weft-compare.XXXXXX)\ntrap 'rm -rf \"$D\"' EXIT\n");
         let mut line = vec![sh_quote(&weft), "compare".to_string()];
@@ -102,9 +107,9 @@ impl Machine {
         let bad = |what: &str| format!("machine {}: its weft compare wrote no readable {what}", self.name);
         let summary = Summary::from_json(files.get("summary.json").ok_or_else(|| bad("summary.json"))?)
             .map_err(|e| format!("{}: {e}", bad("summary.json")))?;
-        let compare: serde_json::Value =
-            serde_json::from_str(files.get("compare.json").ok_or_else(|| bad("compare.json"))?).map_err(|_| bad("compare.json"))?;
-        let wall = compare["runs"][0]["wall_s"].as_f64().unwrap_or(0.0);
+        let compare = crate::experiment::compare::CompareReport::from_json(files.get("compare.json").ok_or_else(|| bad("compare.json"))?)
+            .map_err(|e| format!("machine {}: {e}", self.name))?;
+        let wall = compare.runs.first().map(|r| r.wall()).unwrap_or_default();
         Ok((summary, wall))
     }
 }
@@ -132,7 +137,7 @@ pub fn compare_on(
                     .map(|(summary, wall)| crate::experiment::RunOutcome {
                         truncated: summary.incomplete.is_some(),
                         summary,
-                        wall: std::time::Duration::from_secs_f64(wall.max(0.0)),
+                        wall,
                         threads: 1,
                         // A remote cell's stall is in its summary's `incomplete`.
                         stalled: None,

@@ -1,4 +1,4 @@
-//! `weft-flowgen`: the traffic generator for real hosts (issue 15, item 3)
+//! `weft-flowgen`: the traffic generator for real hosts
 //! — what D-ITG and the empirical traffic generator did in the INT
 //! best-nexthop paper (§IV), with nothing outside Debian and weft.
 //!
@@ -33,8 +33,6 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use emu_node::host::udp::poisson_gap;
-use emu_orchestrator::config::units::{parse_duration, parse_rate, parse_size};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -43,6 +41,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use weft_core::host::udp::poisson_gap;
+use weft_wire::units::{parse_duration, parse_rate, parse_size};
 
 /// First bytes of every generator datagram ("WFG1").
 const MAGIC: u32 = 0x5746_4731;
@@ -478,12 +478,12 @@ fn tcp(a: TcpArgs) -> Result<()> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(a.seed);
     let (sizes, mean_size): (Vec<u64>, f64) = match (&a.cdf, &a.size) {
         (Some(c), None) => {
-            let cdf = match emu_node::workload::FlowSizeCdf::named(c) {
+            let cdf = match weft_sim::workload::FlowSizeCdf::named(c) {
                 Some(cdf) => cdf,
                 None => {
                     let text = std::fs::read_to_string(c)
                         .with_context(|| format!("--cdf `{c}`: neither a shipped workload nor a readable file"))?;
-                    emu_node::workload::FlowSizeCdf::parse(c, &text)?
+                    weft_sim::workload::FlowSizeCdf::parse(c, &text)?
                 }
             };
             ((0..a.flows).map(|_| cdf.sample(&mut rng)).collect(), cdf.mean())

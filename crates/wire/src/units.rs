@@ -3,7 +3,7 @@
 //! (`9MB`, `64KiB`). A number without a unit is an error: "1000" could mean
 //! anything.
 
-use emu_node::time::{BitRate, Nanos};
+use crate::time::{BitRate, Nanos};
 
 /// Why a quantity does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
