@@ -3,6 +3,7 @@ a real-time fabric with `weft up` in the background, commands inside its
 hosts' network namespaces, `weft status` and /metrics scrapes, and small
 SVG plots (no plotting package needed)."""
 import contextlib
+import math
 import os
 import re
 import subprocess
@@ -67,6 +68,33 @@ def scrape(url):
     return urllib.request.urlopen(url, timeout=5).read().decode()
 
 
+def nice_ticks(top):
+    """Tick values from 0 to at most `top`, 3 to 6 of them, in steps of
+    1, 2, 2.5 or 5 times a power of ten."""
+    if not top > 0:
+        return [0]
+    raw = top / 4
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * 0.999)
+    return [i * step for i in range(int(top / step + 1e-9) + 1)]
+
+
+def tick_label(v):
+    """A tick in plain digits: 0.25, 2, 8 000 (a thin space groups thousands)."""
+    if v >= 1000:
+        return f"{v:,.0f}".replace(",", "\u2009")
+    return f"{v:.10g}"
+
+
+def y_axis(out, left, right, base, plot_h, top):
+    """Grid lines and labels of a linear y axis from 0 to `top` (at `base`,
+    `plot_h` pixels tall), at nice values."""
+    for v in nice_ticks(top):
+        y = base - plot_h * v / top
+        out.append(f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{tick_label(v)}</text>')
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#ddd"/>')
+
+
 def frame(w, h, left, bottom, title, ylabel, top):
     """An SVG plot frame: title, axes, y label, 4 grid lines up to `top`."""
     plot_h = h - bottom - 40
@@ -75,10 +103,7 @@ def frame(w, h, left, bottom, title, ylabel, top):
            f'<line x1="{left}" y1="{h - bottom}" x2="{w - 20}" y2="{h - bottom}" stroke="black"/>',
            f'<line x1="{left}" y1="{h - bottom}" x2="{left}" y2="40" stroke="black"/>',
            f'<text x="15" y="{40 + plot_h / 2}" transform="rotate(-90 15 {40 + plot_h / 2})" text-anchor="middle">{ylabel}</text>']
-    for i in range(5):
-        y = h - bottom - plot_h * i / 4
-        out.append(f'<text x="{left - 5}" y="{y + 4}" text-anchor="end">{top * i / 4:.3g}</text>')
-        out.append(f'<line x1="{left}" y1="{y}" x2="{w - 20}" y2="{y}" stroke="#ddd"/>')
+    y_axis(out, left, w - 20, h - bottom, plot_h, top)
     return out, plot_h
 
 

@@ -1,4 +1,4 @@
-//! Per-datagram cost of link authentication (issue 20, `link::auth`):
+//! Per-datagram cost of link authentication (`link::auth`):
 //! the link header alone (what a datagram cost before) against header +
 //! AES-256-GCM seal on the sender, and open + replay window on the
 //! receiver (on a copy of the sealed datagram, as the receiver's buffer

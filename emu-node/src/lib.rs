@@ -1,6 +1,6 @@
 //! # emu-node — the emu-node binary, and a facade over weft's crates
 //!
-//! The layers are their own crates (DESIGN §3: wire → chip model → schemes
+//! The layers are their own crates (docs/ARCHITECTURE.md: wire → chip model → schemes
 //! → core → drivers → orchestrator); this crate re-exports them under the
 //! paths the orchestrator, the benchmarks and the end-to-end tests use, and
 //! holds the `emu-node` binary (one process of a real-time fabric, driven

@@ -60,7 +60,7 @@ pub struct UpArgs {
     pub set: Vec<String>,
     /// Keep the schemes' time parameters as given instead of scaling them
     /// by their reference rate / the fabric's slowest switch-to-switch link
-    /// (DESIGN 6.2).
+    /// (docs/SCHEMES.md#parameter-scaling).
     #[arg(long)]
     pub no_scale_params: bool,
     /// The bounded-lag policy. A frame that reaches a switch or

@@ -51,8 +51,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the load-balancing schemes, their parameters and defaults.
-    Schemes,
+    /// List the load-balancing schemes, their parameters and defaults,
+    /// and every transport and traffic-manager parameter.
+    Schemes {
+        /// Print the tables of docs/SCHEMES.md (Markdown) instead.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// List the shipped topologies.
     Topologies,
     /// Run traffic on a topology in virtual time and write summary.json.
@@ -373,7 +378,11 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Dashboards { dir, prometheus, rate_interval } => dashboards(&dir, &prometheus, &rate_interval),
-        Command::Schemes => {
+        Command::Schemes { markdown: true } => {
+            print!("{}", emu_orchestrator::config::params::reference_markdown());
+            Ok(())
+        }
+        Command::Schemes { markdown: false } => {
             println!("Transport parameters (--set, for --transport roce-*):");
             for (name, unit, doc) in emu_orchestrator::config::params::TRANSPORT_PARAMS {
                 println!("  {name:<24} ({unit}) {doc}");

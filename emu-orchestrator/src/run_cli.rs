@@ -72,7 +72,7 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 20)]
     spin_us: u32,
     /// Real time: keep time parameters as given instead of scaling them to
-    /// the run's rates (DESIGN 6.2; see --scale-params).
+    /// the run's rates (docs/SCHEMES.md#parameter-scaling; see --scale-params).
     #[arg(long, conflicts_with = "scale_params")]
     no_scale_params: bool,
     /// Scale time parameters to the run's rates (default in real time):
@@ -332,7 +332,7 @@ impl RunPlan {
             let f = &self.topo.fabric;
             if let Some(r) = f.hosts().first().and_then(|h| f.nodes[h.index()].ports.first()).map(|p| p.rate) {
                 eprintln!(
-                    "transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links ({} reference, DESIGN 6.2; --no-scale-params keeps them)",
+                    "transport time parameters (RTOs, NAK/CNP intervals, DCQCN timers) scaled x{:.0} for {} host links ({} reference, docs/SCHEMES.md#parameter-scaling; --no-scale-params keeps them)",
                     emu_node::host::REFERENCE_RATE.bps() as f64 / r.bps().max(1) as f64,
                     r,
                     emu_node::host::REFERENCE_RATE
@@ -366,7 +366,7 @@ pub(crate) fn scheme_scaling_report(fabric: &emu_node::fabric::FabricSpec) -> Ve
         let report = experiment::scaled_param_report(&s.scheme, &params, s.time_scale);
         if seen.insert((s.scheme.clone(), report.clone())) {
             lines.push(format!(
-                "{} time parameters scaled x{} ({} reference / {} fabric links, DESIGN 6.2): {}",
+                "{} time parameters scaled x{} ({} reference / {} fabric links, docs/SCHEMES.md#parameter-scaling): {}",
                 s.scheme,
                 s.time_scale.factor(),
                 sc.reference,

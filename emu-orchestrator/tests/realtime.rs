@@ -45,10 +45,14 @@ fn prerequisites(tools: &[&str]) -> bool {
     if missing.is_empty() {
         return true;
     }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("real-time test prerequisites missing in CI: {}", missing.join(", "));
+    // As root (or in CI) the test could run: scripts/test installs the
+    // tools and builds emu-node, so a missing one fails the test instead of
+    // passing it unrun.
+    // SAFETY: geteuid has no preconditions.
+    if std::env::var("CI").is_ok_and(|v| v == "true") || unsafe { libc::geteuid() } == 0 {
+        panic!("real-time test prerequisites missing: {} (scripts/test installs them as root)", missing.join(", "));
     }
-    eprintln!("skipping real-time test: missing {}", missing.join(", "));
+    eprintln!("SKIPPED {}: missing {}", std::thread::current().name().unwrap_or("real-time test"), missing.join(", "));
     false
 }
 
@@ -357,7 +361,7 @@ fn iperf3_over_five_hops(nodes: &str) -> (f64, u64, u64) {
     (received_bps(&v) / 1e6, retx, segments)
 }
 
-/// Issue 17's goal for TAP hosts: a NIC of its link rate back-pressures
+/// The goal for TAP hosts: a NIC of its link rate back-pressures
 /// the kernel, so TCP through the fabric runs at the link rate without
 /// loss at the host edge.
 #[test]
@@ -380,7 +384,7 @@ fn iperf3_tcp_over_five_hops_at_100mbit_reaches_93_percent_with_few_retransmissi
     }
 }
 
-/// Issue 17, item 1: with segmentation offload (the default) a host's
+/// Item 1: with segmentation offload (the default) a host's
 /// kernel hands its NIC 64 KB TCP super-frames; the fabric sees only MTU
 /// frames (tshark on the access link), every switch counts one frame per
 /// MTU segment, and 100 MB copied with a plain TCP connection arrive
@@ -1144,7 +1148,7 @@ fn lbsp_moves_the_degraded_links_ranges_and_reorders_less_than_rps() {
         lbsp_bps / 1e6
     );
     // The receivers' out-of-order queue also counts every segment after a
-    // loss (the TAP hosts' NIC model drops, issue 17): the reordering
+    // loss (the TAP hosts' NIC model drops): the reordering
     // measure is the DSACKs, segments the senders resent needlessly
     // because they were only late.
     let (rps_dsack, lbsp_dsack) = (rps_reorder[3], lbsp_reorder[3]);
@@ -1165,7 +1169,7 @@ fn lbsp_moves_the_degraded_links_ranges_and_reorders_less_than_rps() {
     );
 }
 
-/// Three "machines" for `weft up --machines` (issue 18): network namespaces
+/// Three "machines" for `weft up --machines`: network namespaces
 /// on this machine, each with its own address on a bridge (10.77.0.1-3,
 /// this machine 10.77.0.254; the network's MTU as given) and its own real
 /// OpenSSH server, entered with
@@ -1256,7 +1260,7 @@ fn emu_nodes_with(what: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Issue 18: one fabric over three machines through OpenSSH, on a network
+/// One fabric over three machines through OpenSSH, on a network
 /// with jumbo frames: leaves whole on two machines, the spines on the third
 /// in two emu-nodes (its capacity is 2), QUIC links between them; machine
 /// m2's clock runs 5 s ahead (a test-only offset its emu-node adds to its
@@ -1349,7 +1353,7 @@ fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machi
     assert_clean(&[], &prefix);
 }
 
-/// Issue 18, bad input: an unreachable machine, a wrong key, another
+/// Bad input: an unreachable machine, a wrong key, another
 /// emu-node version, a machines file naming an address twice, and QUIC
 /// links over a network whose MTU cannot carry the frames: one clear error
 /// each, and nothing left started on any machine. Then the version
@@ -1432,7 +1436,7 @@ fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Issue 18, item 4: `weft compare --machines` spreads the runs of a
+/// Item 4: `weft compare --machines` spreads the runs of a
 /// matrix over three machines (each one run at a time, with the topology
 /// file sent along) and gathers byte-identical summaries, flow tables and
 /// plots, and the same compare.json but for wall times, as a local run
@@ -1480,7 +1484,7 @@ fn weft_compare_over_machines_gives_the_results_of_a_local_compare() {
     assert_eq!(strip(&a[Path::new("compare.json")]), strip(&b[Path::new("compare.json")]), "compare.json (wall times aside)");
 }
 
-/// Issue 19, first part: `weft vm-image build --check` makes the soft-RoCE
+/// First part: `weft vm-image build --check` makes the soft-RoCE
 /// host image from Debian packages only (Debian's kernel with rdma_rxe, an
 /// initramfs with rdma-core's rxe provider, perftest, iproute2, iperf3)
 /// and boots it under qemu (KVM if it works, else TCG) until the guest has
@@ -1553,7 +1557,7 @@ fn iperf_in_background(f: &Fabric, client: &str, server: &str, server_ip: &str, 
     })
 }
 
-/// Issue 20, hostile hosts: a TAP host writes, past its kernel's stack,
+/// Hostile hosts: a TAP host writes, past its kernel's stack,
 /// truncated frames, bad IPv4 checksums and ICRCs, oversize and
 /// unknown-EtherType frames, PFC pauses, spoofed sources and the fabric's
 /// own control frames (LBSP, P4TE feedback and hop option, ConWeave BTH
@@ -1645,7 +1649,7 @@ fn hostile_and_flooding_tap_hosts_are_refused_by_cause_and_starve_nobody() {
     assert!(s["processes"].as_array().is_some_and(|p| p.iter().all(|p| p["state"] == "running")), "the fabric runs on: {s}");
 }
 
-/// Issue 20: clients with the fabric's certificate pin but no token that
+/// Clients with the fabric's certificate pin but no token that
 /// send a replayed mid-session message, an oversized or a truncated or a
 /// garbled message, or nothing at all, are each refused with the reason,
 /// logged (`weft status` events), and the fabric keeps running.
@@ -1723,7 +1727,7 @@ fn ping_loss(f: &Fabric, host: &str, to: &str, n: usize) -> f64 {
     1.0 - received / n as f64
 }
 
-/// Issue 20, fault injection: `weft link LINK loss P` makes both
+/// Fault injection: `weft link LINK loss P` makes both
 /// directions of a live link lose frames at random (the host's NIC model
 /// toward its ToR, the ToR's port toward the host), counted as such, and
 /// `loss 0` ends it.
@@ -1751,7 +1755,7 @@ fn weft_link_loss_drops_that_share_both_ways_and_counts_it() {
     assert_eq!(lost(50), 0.0, "loss 0 ends it");
 }
 
-/// Issue 20, fault injection: `weft link LINK flap PERIOD` takes a live
+/// Fault injection: `weft link LINK flap PERIOD` takes a live
 /// link down and up every PERIOD (pings through it are lost about half the
 /// time), says so in `weft status`, and `flap off` leaves it up.
 #[test]
@@ -1791,7 +1795,7 @@ fn metric_reaches(f: &Fabric, name: &str, label: &str, want: f64) -> f64 {
     }
 }
 
-/// Issue 20, fault injection: `weft node SWITCH down|up|restart [BOOT]` on
+/// Fault injection: `weft node SWITCH down|up|restart [BOOT]` on
 /// a live fabric of 3 emu-nodes. A switch down is every link of it down
 /// (pings through it are lost), up brings them back; a restart reboots the
 /// switch (its register state is gone, `weft_switch_restarts_total`
@@ -1833,7 +1837,7 @@ fn weft_node_takes_a_switch_down_and_up_and_restarts_it() {
     }
 }
 
-/// Issue 20: a switch restart in the topology schedule applies in both
+/// A switch restart in the topology schedule applies in both
 /// clocks, in weft's process and in an emu-node: the only switch of a
 /// path reboots at 5 ms of fabric time with its links down for 195 ms, so
 /// a 4 MB UDP flow (~33 ms) loses what it sends after 5 ms, and the

@@ -1,4 +1,4 @@
-//! Fuzzes the control-channel codec (DESIGN §7): message bodies from an
+//! Fuzzes the control-channel codec (docs/REALTIME.md): message bodies from an
 //! emu-node or an orchestrator (a TLS peer with the fabric's certificate,
 //! or a replayed/garbled message) must decode or fail, never panic or
 //! allocate without bound; what decodes re-encodes to a message that

@@ -1,7 +1,7 @@
 //! Fuzzes the machines (placement) file parser of `weft up --machines`.
 #![no_main]
 
-use emu_orchestrator::machines;
+use emu_orchestrator::config::machines;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,4 +1,4 @@
-//! Fuzzes the topology file parser (TOML, DESIGN §5): any text must give
+//! Fuzzes the topology file parser (TOML, docs/ARCHITECTURE.md#topologies): any text must give
 //! a topology or an error with a file/line, never a panic or a hang. A
 //! topology that parses is also summarised, as `weft validate` does.
 //!

@@ -1,4 +1,4 @@
-//! The edge guard: what a fabric admits from a real host (DESIGN §11).
+//! The edge guard: what a fabric admits from a real host (docs/ARCHITECTURE.md#input-from-outside).
 //!
 //! Synthetic hosts are weft's own code; a real host (a TAP device in a
 //! network namespace, a soft-RoCE VM) runs whatever its user runs, buggy or

@@ -123,7 +123,7 @@ pub struct SwitchSpec {
     /// Computed with the routes.
     #[serde(default)]
     pub leaf_addresses: Vec<Ipv4Address>,
-    /// Multiplier of the scheme's time parameters (DESIGN §6.2): 1 unless
+    /// Multiplier of the scheme's time parameters (docs/SCHEMES.md#parameter-scaling): 1 unless
     /// the run scales them to its link rate.
     #[serde(default)]
     pub time_scale: TimeScale,

@@ -1,6 +1,6 @@
 //! # weft-core — the sans-IO core of weft: switches and hosts as state machines
 //!
-//! The core layer (DESIGN §3: wire → chip model → schemes → core → runtime →
+//! The core layer (docs/ARCHITECTURE.md: wire → chip model → schemes → core → runtime →
 //! orchestrator), in the spirit of `quinn-proto`: every node of a fabric is
 //! a state machine taking `(now, input)` and appending its effects to a
 //! buffer the caller owns. It depends on `weft-wire`, `weft-tofino` and

@@ -1,4 +1,4 @@
-//! Random loss on a link direction, on purpose (fault injection, issue 20:
+//! Random loss on a link direction, on purpose (fault injection:
 //! `weft link LINK loss P`, a topology event `action = "loss"`).
 //!
 //! Each frame a link direction carries is lost with probability

@@ -247,7 +247,7 @@ fn a_host_cannot_send_telemetry() {
 
 #[test]
 fn a_time_scale_shortens_the_probe_period_and_the_flowlet_timeout() {
-    // DESIGN §6.2: the fabric's spec carries the run's scale; the switch
+    // docs/SCHEMES.md#parameter-scaling: the fabric's spec carries the run's scale; the switch
     // builds its scheme with it. x0.001: probes every 10 µs (default
     // 10 ms), flowlets end after 50 µs of silence (default 50 ms).
     let mut f = leaf_pair(1, 2, BitRate::gbps(10));

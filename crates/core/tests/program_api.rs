@@ -1,6 +1,6 @@
 //! The Program API that LBSP, INT best-nexthop and P4TE are written on,
-//! each part proven by a small test program on a whole switch (issue 12,
-//! item 3): frames a program claims, port-status events, the switch CPU
+//! each part proven by a small test program on a whole switch:
+//! frames a program claims, port-status events, the switch CPU
 //! with tables, timers and a view of ports and queues, the egress context,
 //! program-defined route data, the verdict's precedence, and state egress
 //! publishes to ingress in a declared array.

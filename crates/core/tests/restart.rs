@@ -1,4 +1,4 @@
-//! A switch's restart (issue 20, item 3: `weft node SWITCH restart`, a
+//! A switch's restart (item 3: `weft node SWITCH restart`, a
 //! restart event): it loses what a rebooted ASIC loses (registers, queued
 //! frames, timers) and keeps what it does not (its ports' link state, the
 //! frame on the wire, weft's counters).

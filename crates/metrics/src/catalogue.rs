@@ -1,4 +1,4 @@
-//! Every metric weft exports (DESIGN §9): name, type, labels, unit and
+//! Every metric weft exports (docs/RESULTS.md): name, type, labels, unit and
 //! meaning. The exposition takes its HELP text from here, `weft metrics`
 //! prints it as the catalogue in `docs/METRICS.md`, and a test checks that
 //! every scheme counter, gauge and distribution has an entry.
@@ -114,7 +114,7 @@ pub const METRICS: &[MetricSpec] = &[
     m("weft_host_flows_started_total", C, HOST, "flows", "Flows whose first packet the host sent."),
     m("weft_host_flows_completed_total", C, HOST, "flows", "Sized flows fully acknowledged at the sender."),
     m("weft_host_fct_seconds", H, HOST, "seconds", "Flow completion time seen by the sender: first packet sent → last byte acknowledged (1 µs … 1 s)."),
-    m("weft_host_fct_slowdown", H, HOST, "ratio", "FCT / the flow's FCT alone in the idle fabric (DESIGN §9; the base is computed analytically)."),
+    m("weft_host_fct_slowdown", H, HOST, "ratio", "FCT / the flow's FCT alone in the idle fabric (docs/RESULTS.md; the base is computed analytically)."),
     m("weft_host_tx_bytes_total", C, HOST, "bytes", "Bytes the host's NIC sent."),
     m("weft_host_tx_frames_total", C, HOST, "frames", "Frames the host's NIC sent."),
     m("weft_host_rx_frames_total", C, HOST, "frames", "Frames the host's NIC received."),

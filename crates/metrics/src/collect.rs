@@ -1,4 +1,4 @@
-//! Folding a node's state into metric families at scrape time (DESIGN §9).
+//! Folding a node's state into metric families at scrape time (docs/RESULTS.md).
 //!
 //! The data path only increments plain integer counters inside the state
 //! machines (and one histogram bucket per enqueued packet in the traffic

@@ -1,6 +1,6 @@
 //! # weft-metrics — what weft measures, and how a node's state becomes metrics
 //!
-//! The metric layer of DESIGN §9, shared by both drivers: the virtual-time
+//! The metric layer of docs/RESULTS.md, shared by both drivers: the virtual-time
 //! engine samples it into an OpenMetrics file (`weft-sim`), the real-time
 //! actors fold it on every scrape of `/metrics` (`weft-rt`). Design choice:
 //! the data path of the state machines only increments plain integers;

@@ -1,5 +1,5 @@
 //! The real-time driver's node actor: one `ractor` actor per switch or
-//! synthetic host, owning its sans-IO state machine (DESIGN §3).
+//! synthetic host, owning its sans-IO state machine (docs/ARCHITECTURE.md).
 //!
 //! The actor turns messages into calls of the state machine with `now`
 //! from the [`FabricClock`](crate::clock::FabricClock), and the state machine's outputs into frames

@@ -1,5 +1,5 @@
 //! The control protocol between the orchestrator (`weft`) and emu-node
-//! processes (DESIGN §7): messages, and the one codec module.
+//! processes (docs/REALTIME.md): messages, and the one codec module.
 //!
 //! Transport: one bidirectional QUIC stream per emu-node, TLS 1.3 with the
 //! fabric certificate pinned by the emu-node ([`crate::tls`]); the first

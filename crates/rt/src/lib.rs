@@ -4,7 +4,7 @@
 //! spirit of `quinn` over `quinn-proto`: one `ractor` actor per switch or
 //! synthetic host owns its state machine; links move frames between actors
 //! of one process, between processes (UDP, QUIC) and to real Linux hosts
-//! behind TAP devices (DESIGN §3, §7, §8). Design choice: every deadline of
+//! behind TAP devices (docs/ARCHITECTURE.md; docs/REALTIME.md; docs/HOSTS.md). Design choice: every deadline of
 //! a process (timers, frames due at a peer) goes to one deadline scheduler
 //! on a `timerfd`, never to tokio's 1 ms timer, and every handled deadline
 //! records how late it ran, so a user sees when real time stops being

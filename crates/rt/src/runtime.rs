@@ -1,5 +1,5 @@
 //! One process's share of a real-time fabric: its node actors, its TAP
-//! hosts, its link transports and its deadline scheduler (DESIGN §3, §7).
+//! hosts, its link transports and its deadline scheduler (docs/ARCHITECTURE.md; docs/REALTIME.md).
 //!
 //! Used by the `emu-node` binary (one per process, driven by the
 //! orchestrator over the control channel) and directly by `weft run

@@ -1,4 +1,4 @@
-//! Real Linux hosts (DESIGN §8): a network namespace per host with a TAP
+//! Real Linux hosts (docs/HOSTS.md): a network namespace per host with a TAP
 //! device whose other end this process holds, and the host's NIC model.
 //!
 //! Set-up, in this order (each step with `ip`, so a user can reproduce and
@@ -13,7 +13,7 @@
 //! `delay` after their last bit. Invariant: the frames a host sends never
 //! exceed its link rate over any window.
 //!
-//! Back-pressure, as a real NIC gives it (issue 17): a NIC never drops what
+//! Back-pressure, as a real NIC gives it: a NIC never drops what
 //! the kernel hands it; when its ring is full the kernel's qdisc holds the
 //! packets and TCP's small-queue limit holds the sender. Two parts: the
 //! host's `eth0` gets a token-bucket qdisc (`tc ... tbf`) at the link rate
@@ -28,7 +28,7 @@
 //! alone gives no back-pressure: the kernel's tun driver drops when its
 //! ring is full, so the qdisc is what makes the kernel wait.
 //!
-//! Segmentation offload (issue 17, on by default, `--tap-offload off`
+//! Segmentation offload (on by default, `--tap-offload off`
 //! turns it off): the TAP is opened with `IFF_VNET_HDR` and offers the
 //! kernel checksum and TCPv4 segmentation offload (TUNSETOFFLOAD), so a
 //! host's kernel hands over TCP super-frames of up to `gso_max_size` bytes
@@ -41,7 +41,7 @@
 //! are due together into one packet ([`weft_wire::gso::Coalescer`], what a
 //! NIC's GRO/LRO does); it never holds a frame back to wait for more.
 //!
-//! Hostile hosts (issue 20): every frame a real host sends passes its
+//! Hostile hosts: every frame a real host sends passes its
 //! [`EdgeGuard`] (`weft_core::edge`) after segmentation; refused frames are
 //! counted per cause (`weft_tap_rejected_total`) and never reach the ToR.
 

@@ -1,5 +1,5 @@
 //! The fabric's identity: a self-signed certificate made by the
-//! orchestrator for one fabric, pinned by every participant (DESIGN §7).
+//! orchestrator for one fabric, pinned by every participant (docs/REALTIME.md).
 //!
 //! There is no certificate authority: a client accepts a server only if the
 //! SHA-256 of its end-entity certificate equals the pin it was given, and

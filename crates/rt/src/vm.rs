@@ -1,4 +1,4 @@
-//! Soft-RoCE hosts as micro-VMs (DESIGN §8, issue 19): a `kind = "rxe"`
+//! Soft-RoCE hosts as micro-VMs (docs/HOSTS.md): a `kind = "rxe"`
 //! host is a qemu virtual machine that boots Debian's kernel (whose
 //! package ships `rdma_rxe`) with weft's initramfs (`weft vm-image
 //! build`); its one NIC is a port of the fabric.

@@ -46,7 +46,7 @@
 //! not fit forwarded unencapsulated by the same flowlet decision, without
 //! feedback (counted as `conga_unencapsulated_oversize`).
 //!
-//! Defaults: as the ConWeave evaluation (DESIGN §8.1): flowlet gap 100 µs,
+//! Defaults: as the ConWeave evaluation (docs/HOSTS.md#reference-parameters): flowlet gap 100 µs,
 //! T_dre 50 µs, α 0.2, aging 500 µs (CONGA's own: gap 500 µs, aging ~10 ms).
 //!
 //! Tofino resources: flowlet arrays (stages 1, 3), To-Leaf (stage 2),
@@ -151,7 +151,7 @@ impl Conga {
     }
 
     /// Its flowlet gap, DRE period and metric aging multiplied by `s`
-    /// (DESIGN §6.2).
+    /// (docs/SCHEMES.md#parameter-scaling).
     pub fn time_scaled(mut self, s: TimeScale) -> Self {
         self.gap_ns = s.ns(self.gap_ns);
         self.t_dre = s.ns(self.t_dre).max(1);

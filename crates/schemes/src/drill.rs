@@ -4,7 +4,7 @@
 //! "choosing a new output port with the smallest queue among 2 random
 //! samples and 1 current port").
 //!
-//! The load of a port is the bytes queued at it (DESIGN §8.1: "metric =
+//! The load of a port is the bytes queued at it (docs/HOSTS.md#reference-parameters: "metric =
 //! bytes in egress queue"), read from the ingress pipeline's recent snapshot
 //! of queue depths, as a Tofino ingress sees them. The remembered best port
 //! is kept per destination leaf (per equal-cost group) in a register. Ties

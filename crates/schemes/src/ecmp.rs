@@ -1,6 +1,6 @@
 //! ECMP: equal-cost multipath by a hash of the 5-tuple.
 //!
-//! Every paper of DESIGN §1 uses it as the baseline (ConWeave §4.1, CONGA
+//! Every paper of README.md uses it as the baseline (ConWeave §4.1, CONGA
 //! §2, LBSP §2). The switch hashes (src IP, dst IP, protocol, src port, dst
 //! port) — for RoCEv2 the UDP source port, which RNICs derive from the QP,
 //! so QPs of one host pair spread — with CRC-32 seeded per switch (as

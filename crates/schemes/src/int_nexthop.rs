@@ -59,7 +59,7 @@
 //! Time parameters (DRE period, flowlet timeout, probe interval, hop-latency
 //! range) default to the paper's values for its leaf-spine testbed, whose
 //! 8 Mbit/s uplinks are the scheme's reference rate: a run that scales
-//! parameters (DESIGN §6.2, [`TimeScale`]) multiplies them by 8 Mbit/s /
+//! parameters (docs/SCHEMES.md#parameter-scaling, [`TimeScale`]) multiplies them by 8 Mbit/s /
 //! its fabric rate. The paper kept 50 ms also on its 10 Mbit/s fat-tree,
 //! so there a scaled run uses 40 ms.
 
@@ -292,7 +292,7 @@ impl IntNexthop {
     }
 
     /// Its DRE period, flowlet timeout, probe interval and hop-latency range
-    /// multiplied by `s` (DESIGN §6.2).
+    /// multiplied by `s` (docs/SCHEMES.md#parameter-scaling).
     pub fn time_scaled(mut self, s: TimeScale) -> Self {
         self.dre_period = s.ns(self.dre_period);
         self.flowlet_timeout = s.ns(self.flowlet_timeout);

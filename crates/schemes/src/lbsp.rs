@@ -15,7 +15,7 @@
 //!   packets go round robin (one counter per link group: LBSP keeps no
 //!   per-flow state, §3.4). Downward forwarding is by address range: the
 //!   L3 routes' single-port groups (§3.2, Fig. 4a).
-//! - **Addressing** (DESIGN §5): host `j` of edge `e` in pod `p` is
+//! - **Addressing** (docs/ARCHITECTURE.md#topologies): host `j` of edge `e` in pod `p` is
 //!   `10.p.e.(j+2)`. The paper numbers hosts 0…k³/4−1 in pod, edge, host
 //!   order: host number `n = leaf × hosts_per_leaf + j`, with the
 //!   destination's leaf index from the route (its action data) and `j =
@@ -322,7 +322,7 @@ impl Lbsp {
         })
     }
 
-    /// Its hello interval and pairing retry multiplied by `s` (DESIGN §6.2).
+    /// Its hello interval and pairing retry multiplied by `s` (docs/SCHEMES.md#parameter-scaling).
     pub fn time_scaled(mut self, s: TimeScale) -> Self {
         self.hello_ns = s.ns(self.hello_ns).max(1);
         self.pair_retry_ns = s.ns(self.pair_retry_ns);
@@ -522,7 +522,7 @@ impl Lbsp {
     /// An LBSP message reached ingress from `port`.
     fn receive(&mut self, cx: &mut IngressCx<'_>, port: PortId) -> Result<(), ProgramError> {
         if self.place.host_facing.get(port.index()).copied().unwrap_or(true) {
-            // Hosts cannot speak for switches (DESIGN §11).
+            // Hosts cannot speak for switches (docs/ARCHITECTURE.md#input-from-outside).
             cx.drop_packet();
             return Ok(());
         }

@@ -55,7 +55,7 @@ impl LetFlow {
         Ok(LetFlow { gap_ns, entries, table: None, flowlets: 0, path_changes: 0 })
     }
 
-    /// Its flowlet gap multiplied by `s` (DESIGN §6.2).
+    /// Its flowlet gap multiplied by `s` (docs/SCHEMES.md#parameter-scaling).
     pub fn time_scaled(mut self, s: TimeScale) -> Self {
         self.gap_ns = s.ns(self.gap_ns);
         self

@@ -1,6 +1,6 @@
 //! # weft-schemes — load-balancing schemes, each a program for the Tofino model
 //!
-//! The scheme layer (DESIGN §3: wire → chip model → schemes → core →
+//! The scheme layer (docs/ARCHITECTURE.md: wire → chip model → schemes → core →
 //! runtime → orchestrator). Every scheme is a [`Program`]
 //! of `weft-tofino` and sees the switch only through the program interface
 //! (its contexts, [`SwitchView`](weft_tofino::SwitchView), the L3 table): it
@@ -50,13 +50,13 @@ pub struct ParamInfo {
 
 impl ParamInfo {
     /// A time parameter (its unit is µs): scaled with the link rate
-    /// (DESIGN §6.2, [`TimeScale`]).
+    /// (docs/SCHEMES.md#parameter-scaling, [`TimeScale`]).
     pub fn is_time(&self) -> bool {
         self.unit.ends_with("µs")
     }
 }
 
-/// The factor a scheme's time parameters are multiplied by (DESIGN §6.2):
+/// The factor a scheme's time parameters are multiplied by (docs/SCHEMES.md#parameter-scaling):
 /// `reference_rate / actual_rate`, where the reference is the link rate the
 /// scheme's defaults are given for ([`SchemeInfo::reference_rate`]) and the
 /// actual rate the fabric's (the orchestrator chooses it: its slowest link
@@ -127,8 +127,8 @@ pub struct SchemeInfo {
     pub source: &'static str,
     /// One-line description.
     pub summary: &'static str,
-    /// The link rate its time parameters' defaults are given for (DESIGN
-    /// §6.2); `None`: it has no time parameters.
+    /// The link rate its time parameters' defaults are given for (docs/SCHEMES.md,
+    /// "Parameter scaling"); `None`: it has no time parameters.
     pub reference_rate: Option<BitRate>,
     /// Parameters.
     pub params: Vec<ParamInfo>,
@@ -172,7 +172,7 @@ pub enum SchemeError {
 /// Raw parameter overrides: name → value text.
 pub type Params = BTreeMap<String, String>;
 
-/// What a scheme exports besides the switch's own metrics (DESIGN §9),
+/// What a scheme exports besides the switch's own metrics (docs/RESULTS.md),
 /// names without their `weft_scheme_` prefix, each with its help text.
 #[derive(Debug, Clone, Copy)]
 pub struct SchemeMetrics {

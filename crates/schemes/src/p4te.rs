@@ -99,7 +99,7 @@
 //! retransmissions — while with SACK (Linux's default) duplicate ACKs
 //! without SACK blocks do not. The ECN mark acts only on ECN-capable flows
 //! (iperf3 does not ask for ECN by default). weft's synthetic TCP takes the
-//! window of every ACK (DESIGN §8), so a FACK never counts as a duplicate
+//! window of every ACK (docs/HOSTS.md), so a FACK never counts as a duplicate
 //! there.
 //!
 //! Hosts cannot forge P4TE state: a hop header on a packet from a host,
@@ -496,7 +496,7 @@ impl P4te {
     }
 
     /// Its delay Δ, meter bursts, flowlet gap and controller delay
-    /// multiplied by `s` (DESIGN §6.2).
+    /// multiplied by `s` (docs/SCHEMES.md#parameter-scaling).
     pub fn time_scaled(mut self, s: TimeScale) -> Self {
         self.delay_delta = s.ns(self.delay_delta);
         self.burst = s.ns(self.burst);

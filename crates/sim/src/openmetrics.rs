@@ -1,4 +1,4 @@
-//! A virtual-time run's metrics as one OpenMetrics file (DESIGN §9):
+//! A virtual-time run's metrics as one OpenMetrics file (docs/RESULTS.md):
 //! samples of every node every `period` of fabric time, with timestamps,
 //! for `promtool tsdb create-blocks-from openmetrics`.
 //!

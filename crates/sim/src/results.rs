@@ -311,7 +311,7 @@ pub struct Summary {
     pub scheme_totals: SchemeTotals,
 }
 
-/// Fabric-wide scheme figures (DESIGN §6.1 for ConWeave; flowlets and path
+/// Fabric-wide scheme figures (docs/SCHEMES.md for ConWeave; flowlets and path
 /// changes for the flowlet schemes).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct SchemeTotals {

@@ -1,5 +1,5 @@
 //! Datacenter workloads: flow-size distributions and Poisson flow arrivals
-//! (DESIGN §8; ConWeave paper §4.1).
+//! (docs/HOSTS.md; ConWeave paper §4.1).
 //!
 //! [`FlowSizeCdf`] holds a piecewise-linear CDF (`size percent` rows) and
 //! samples by inverse transform with linear interpolation, as the ConWeave

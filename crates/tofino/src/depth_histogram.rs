@@ -1,5 +1,5 @@
 //! Queue depth seen by arriving packets, as a fixed-bucket histogram
-//! (exported as `weft_queue_depth_at_enqueue_bytes`, DESIGN §9).
+//! (exported as `weft_queue_depth_at_enqueue_bytes`, docs/RESULTS.md).
 //!
 //! Buckets: an empty queue, then powers of two from 1 KiB to 8 MiB (a
 //! Tofino2 queue cannot hold more than its 64 MB buffer, and the deepest

@@ -1,6 +1,6 @@
-//! # weft-tofino — a software model of an Intel Tofino switch ASIC (DESIGN §4)
+//! # weft-tofino — a software model of an Intel Tofino switch ASIC (docs/ARCHITECTURE.md#the-tofino2-model)
 //!
-//! The chip-model layer (DESIGN §3: wire → chip model → schemes → core →
+//! The chip-model layer (docs/ARCHITECTURE.md: wire → chip model → schemes → core →
 //! runtime → orchestrator). It depends only on `weft-wire` and must never
 //! depend on anything above it: it knows nothing of fabrics, schemes, hosts
 //! or drivers. What a program may learn of the fabric (its switch's role,

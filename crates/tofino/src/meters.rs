@@ -1,4 +1,4 @@
-//! Meters: the chip's colour-marking token buckets (DESIGN §4; Tofino's
+//! Meters: the chip's colour-marking token buckets (docs/ARCHITECTURE.md#the-tofino2-model; Tofino's
 //! meter ALUs, P4's `meter`/`direct_meter` externs).
 //!
 //! Two kinds, both colour-blind as the P4 externs are:

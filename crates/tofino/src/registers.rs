@@ -1,6 +1,6 @@
 //! Register arrays at run time, with the hardware's access rules enforced.
 //!
-//! Invariants checked on every access (DESIGN §4):
+//! Invariants checked on every access (docs/ARCHITECTURE.md#the-tofino2-model):
 //! - a register array is read-modify-written at most **once per packet per
 //!   pass** (one SALU, one access);
 //! - accesses follow stage order within a pass: once a stage `k` register

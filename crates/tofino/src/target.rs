@@ -1,7 +1,7 @@
-//! Target profiles: the budgets of one chip (DESIGN §4).
+//! Target profiles: the budgets of one chip (docs/ARCHITECTURE.md#the-tofino2-model).
 //!
 //! Figures for Tofino2 and Tofino1 come from Intel's public descriptions as
-//! summarised in DESIGN §4; `unlimited` lifts every limit for experiments
+//! summarised in docs/ARCHITECTURE.md#the-tofino2-model; `unlimited` lifts every limit for experiments
 //! that ignore the chip. Every figure can be overridden per switch.
 
 use serde::{Deserialize, Serialize};

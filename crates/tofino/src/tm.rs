@@ -1,5 +1,5 @@
 //! The traffic manager: per-port queues, the shared buffer, the scheduler,
-//! ECN marking and PFC accounting (DESIGN §4, "Traffic manager").
+//! ECN marking and PFC accounting (docs/ARCHITECTURE.md#the-tofino2-model, "Traffic manager").
 //!
 //! Invariants:
 //! - every queued packet's cells are counted once in the shared buffer, in
@@ -47,7 +47,7 @@
 //! those of the ConWeave authors' ns-3 switch (github
 //! conweave-project/conweave-ns3, src/point-to-point/model/switch-mmu.cc,
 //! `SwitchMmu` in dynamic-threshold mode, and switch-node.cc, `SwitchNode`),
-//! so that weft can be calibrated against that simulator (issue 11):
+//! so that weft can be calibrated against that simulator:
 //! - ingress accounting in bytes per (ingress port, class) and per ingress
 //!   port, with a pool limit of buffer − Σ per-port headroom − ports × 8 MTU
 //!   (`InitSwitch`: `m_buffer_cell_limit_sp`), headroom per port

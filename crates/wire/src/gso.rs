@@ -1,4 +1,4 @@
-//! Segmentation offload at a host's NIC (issue 17): the virtio-net header
+//! Segmentation offload at a host's NIC: the virtio-net header
 //! a TAP device opened with `IFF_VNET_HDR` puts before every frame, the
 //! segmentation of the super-frames a host's kernel hands its NIC (TSO for
 //! TCP, USO for UDP), and the coalescing of in-order TCP segments toward a

@@ -1,6 +1,6 @@
 //! # weft-wire — the wire formats weft forwards, and the units it counts in
 //!
-//! The lowest layer of weft (DESIGN §3: wire → chip model → schemes → core →
+//! The lowest layer of weft (docs/ARCHITECTURE.md: wire → chip model → schemes → core →
 //! runtime → orchestrator). It depends on no other weft crate and must never
 //! do so: the chip model, the schemes, the hosts and every driver build on
 //! it, and the fuzz targets compile it alone. Design choice: zero-copy typed

@@ -206,7 +206,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     let fabric_tag = fabric_tag(&token);
     let launch_events = std::sync::Mutex::new(Vec::new());
     // Link datagrams are signed with a secret that travels only in the
-    // plans, over the TLS control channel (DESIGN §7).
+    // plans, over the TLS control channel (docs/REALTIME.md).
     let link_secret = LinkSecret::generate().map_err(|_| io("the link secret")(std::io::Error::other("no random source")))?;
     let server = identity.quic_server(quic::control_transport())?;
     // Other machines reach the control endpoint on this machine's address

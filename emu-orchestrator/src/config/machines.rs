@@ -1,5 +1,5 @@
 //! Machines of a fabric spread over several hosts (`weft up --machines
-//! FILE`, issue 18): the machines file, its validation, the placement of a
+//! FILE`): the machines file, its validation, the placement of a
 //! fabric over the machines, and how an emu-node is started on one over
 //! OpenSSH.
 //!

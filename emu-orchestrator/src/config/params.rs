@@ -230,7 +230,7 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
     Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes, pfc_watchdog })
 }
 
-/// Every transport parameter: (name, unit, meaning). Defaults: DESIGN §8.1.
+/// Every transport parameter: (name, unit, meaning). Defaults: docs/HOSTS.md#reference-parameters.
 pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
@@ -271,6 +271,37 @@ pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
     ),
     ("dcqcn.rate_on_first_cnp", "fraction", "fraction of the rate kept on a QP's first CNP (1.0)"),
 ];
+
+/// Every scheme with its parameters, and every transport and
+/// traffic-manager parameter, as the Markdown of `docs/SCHEMES.md`
+/// (`weft schemes --markdown`; a test keeps the file current).
+pub fn reference_markdown() -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut out = String::from("## Schemes\n\n");
+    for s in schemes::catalog() {
+        out += &format!("### `{}`\n\n{}\n\nSource: {}.\n\n", s.name, s.summary, s.source);
+        if let Some(r) = s.reference_rate {
+            out += &format!("Time parameters (µs) are given for {r} links and scaled to the fabric's (see \"Parameter scaling\").\n\n");
+        }
+        if s.params.is_empty() {
+            out += "No parameters.\n\n";
+            continue;
+        }
+        out += "| `--set` | default | unit | meaning |\n|---|---|---|---|\n";
+        for p in &s.params {
+            out += &format!("| `{}.{}` | {} | {} | {} |\n", s.name, p.name, cell(p.default), cell(p.unit), cell(p.doc));
+        }
+        out += "\n";
+    }
+    for (title, table) in [("Transport parameters", &TRANSPORT_PARAMS[..]), ("Traffic-manager parameters", &TM_PARAMS[..])] {
+        out += &format!("## {title}\n\n| `--set` | unit | meaning (default) |\n|---|---|---|\n");
+        for (name, unit, doc) in table {
+            out += &format!("| `{name}` | {} | {} |\n", cell(unit), cell(doc));
+        }
+        out += "\n";
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {
@@ -314,5 +345,12 @@ mod tests {
         for bad in ["conga", "conga=1", ".x=1", "conga.=1"] {
             assert!(matches!(sets(&[bad]), Err(SetError::Syntax(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn docs_schemes_md_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/SCHEMES.md");
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(doc.contains(&reference_markdown()), "docs/SCHEMES.md is stale: regenerate its tables with `weft schemes --markdown`");
     }
 }

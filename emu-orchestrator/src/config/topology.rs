@@ -1,5 +1,5 @@
 //! Topology files: TOML, with generators (`leaf-spine`, `fat-tree`) or an
-//! explicit list of switches, hosts and links (DESIGN §5).
+//! explicit list of switches, hosts and links (docs/ARCHITECTURE.md#topologies).
 //!
 //! TOML was chosen over YAML (`serde_yaml` is unmaintained) and because
 //! `toml` reports byte spans, so every error names the file, the line and

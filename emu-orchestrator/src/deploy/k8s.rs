@@ -1,4 +1,4 @@
-//! Kubernetes manifests for a fabric (`weft k8s render`, issue 18): the
+//! Kubernetes manifests for a fabric (`weft k8s render`): the
 //! objects that run a fabric's emu-nodes as pods of a cluster, built from
 //! the typed objects of the k8s-openapi crate and written as JSON (which
 //! `kubectl apply -f DIR` takes as it takes YAML).

@@ -1,5 +1,5 @@
-//! The soft-RoCE VM image of `kind = "rxe"` hosts (`weft vm-image build`,
-//! issue 19): Debian's kernel (its package ships `rdma_rxe.ko`) and an
+//! The soft-RoCE VM image of `kind = "rxe"` hosts (`weft vm-image build`):
+//! Debian's kernel (its package ships `rdma_rxe.ko`) and an
 //! initramfs assembled from Debian packages, booted by qemu.
 //!
 //! How it is made, from Debian's archive only (apt, as configured on this

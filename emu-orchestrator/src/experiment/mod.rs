@@ -4,7 +4,7 @@
 //! Flows of a pattern get distinct UDP source ports (49152 + flow id) so
 //! ECMP spreads them; pattern flows start at t = 0 (after ARP), workload
 //! flows at their Poisson arrival times. (Synthetic UDP hosts send each flow
-//! at line rate; transports with congestion control come with issue 3.) A run ends when no
+//! at line rate; `--transport` picks RoCEv2 or TCP hosts with congestion control.) A run ends when no
 //! event is left (every flow delivered or lost) or at `until` simulated
 //! time, whichever comes first.
 
@@ -74,7 +74,7 @@ pub struct RunOptions {
     /// Transport parameters (`dcqcn.g` → `0.004`, ...), see [`TRANSPORT_PARAMS`].
     pub transport_params: std::collections::BTreeMap<String, String>,
     /// Scale the transports' time parameters (given for 100 Gbit/s) by
-    /// 100 Gbit/s / host rate (DESIGN 6.2; on by default in real time,
+    /// 100 Gbit/s / host rate (docs/SCHEMES.md#parameter-scaling; on by default in real time,
     /// where wall-clock lag would otherwise fire µs timeouts spuriously).
     pub scale_time_params: bool,
     /// An explicit flow list (name, text) in the ns-3 generator's format
@@ -434,7 +434,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
     fabric
 }
 
-/// The rate a scheme's time parameters are scaled to (DESIGN §6.2): the
+/// The rate a scheme's time parameters are scaled to (docs/SCHEMES.md#parameter-scaling): the
 /// fabric's slowest link between two switches (where its queues build, what
 /// a flowlet gap, a DRE period or a telemetry range is measured against), or
 /// the slowest host link when no two switches are linked. `None`: no links.
@@ -445,7 +445,7 @@ pub fn fabric_rate(f: &FabricSpec) -> Option<BitRate> {
     between_switches.or_else(|| links.map(|p| p.rate).min())
 }
 
-/// How a scheme's time parameters are scaled in a run (DESIGN §6.2).
+/// How a scheme's time parameters are scaled in a run (docs/SCHEMES.md#parameter-scaling).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SchemeScaling {
     /// The rate its defaults are given for.
@@ -630,7 +630,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             if opts.rate.is_some() {
                 return Err(RunError::Transport("--rate (constant bit rate) is for UDP hosts; RoCE flows have a size".into()));
             }
-            // DESIGN 8.1 at the reference rate, scaled to the host link rate.
+            // docs/HOSTS.md#reference-parameters at the reference rate, scaled to the host link rate.
             let scale = host_rate.bps() as f64 / REFERENCE_RATE.bps() as f64;
             let scaled = |r: BitRate| BitRate(((r.bps() as f64) * scale).round().max(1.0) as u64);
             let mut rc = if t == Transport::RoceIrn { RoceConfig::irn(emu_node::fct::bdp_bytes(&fabric)) } else { RoceConfig::lossless() };
@@ -800,7 +800,7 @@ pub fn run_with_metrics(
 }
 
 /// Multiplies every time parameter of a RoCE configuration by `k`
-/// (DESIGN 6.2: they are given for [`REFERENCE_RATE`]).
+/// (docs/SCHEMES.md#parameter-scaling: they are given for [`REFERENCE_RATE`]).
 pub fn scale_roce_times(rc: &mut RoceConfig, k: f64) {
     let s = |t: &mut Nanos| *t = (*t as f64 * k).round() as Nanos;
     s(&mut rc.nak_interval);
@@ -834,7 +834,7 @@ pub struct RealTimeOptions {
 }
 
 /// Runs `opts` on `topo` in real time, all nodes as actors in this process
-/// (DESIGN §3: the same state machines as [`run`], driven by the fabric
+/// (docs/ARCHITECTURE.md: the same state machines as [`run`], driven by the fabric
 /// clock). Every host runs synthetic (TAP hosts need `weft up`). Stops when
 /// every actor is idle and no frame is in flight, or at `until` of wall
 /// time. Results are collected exactly as in virtual time.

@@ -1,5 +1,5 @@
 //! A live real-time fabric (`weft up`, `status`, `link`, `down`,
-//! `capture`): the orchestrator side of DESIGN §7 and §10.
+//! `capture`): the orchestrator side of docs/REALTIME.md; EXPERIMENTS.md.
 //!
 //! `weft up` places the fabric's nodes on N local emu-node processes
 //! (automatic placement keeps every host with its ToR and, where it can,

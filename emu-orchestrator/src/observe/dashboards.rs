@@ -1,4 +1,4 @@
-//! Checking Grafana dashboards against a real Prometheus (DESIGN §9:
+//! Checking Grafana dashboards against a real Prometheus (docs/RESULTS.md:
 //! "every panel query must return data against a real Prometheus scraping
 //! a live fabric").
 //!

@@ -1,4 +1,4 @@
-//! SVG plots of experiment results (DESIGN §9), drawn with plotters:
+//! SVG plots of experiment results (docs/RESULTS.md), drawn with plotters:
 //!
 //! - `slowdown-cdf.svg`: CDF of FCT slowdown (log x), one line per scheme;
 //! - `slowdown-by-size.svg`: average and p99 slowdown per flow-size bin
@@ -13,6 +13,7 @@
 //! `summary.json` only, so a plot can be redrawn from saved results.
 
 use emu_node::results::Summary;
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,28 @@ fn range(series: &[Series], pick: fn(&(f64, f64)) -> f64, log: bool) -> (f64, f6
     (lo, hi)
 }
 
+/// Tick values of a log axis from `lo` to `hi`: 1, 2 and 5 times each
+/// power of ten inside, or only the powers of ten when that would be more
+/// than 10 ticks.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo && lo.is_finite() && hi.is_finite()) {
+        return vec![1.0, 10.0];
+    }
+    let (k0, k1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let inside = |ms: &[f64]| -> Vec<f64> {
+        (k0..=k1)
+            .flat_map(|k| ms.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9))
+            .collect()
+    };
+    let all = inside(&[1.0, 2.0, 5.0]);
+    if all.len() > 10 {
+        inside(&[1.0])
+    } else {
+        all
+    }
+}
+
 fn fmt_tick(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
@@ -158,10 +181,14 @@ fn panel<DB: DrawingBackend>(
             }
         }};
     }
+    // Log axes get their ticks from `log_ticks` (1, 2, 5 x 10^k): plotters'
+    // own pick labels a 9 next to a 10, or a single tick on a short range.
+    let (xl, xk) = (x0..x1, log_ticks(x0, x1));
+    let (yl, yk) = (y0..y1, log_ticks(y0, y1));
     match (ax.x_log, ax.y_log) {
-        (true, true) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())),
-        (true, false) => draw!(b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)),
-        (false, true) => draw!(b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())),
+        (true, true) => draw!(b.build_cartesian_2d(xl.log_scale().with_key_points(xk), yl.log_scale().with_key_points(yk))),
+        (true, false) => draw!(b.build_cartesian_2d(xl.log_scale().with_key_points(xk), y0..y1)),
+        (false, true) => draw!(b.build_cartesian_2d(x0..x1, yl.log_scale().with_key_points(yk))),
         (false, false) => draw!(b.build_cartesian_2d(x0..x1, y0..y1)),
     }
     Ok(())
@@ -385,5 +412,14 @@ mod tests {
             );
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn log_axes_tick_at_one_two_five_and_never_crowd() {
+        assert_eq!(log_ticks(0.8, 21.0), [1.0, 2.0, 5.0, 10.0, 20.0]);
+        assert_eq!(log_ticks(1.8, 18.0), [2.0, 5.0, 10.0]);
+        assert_eq!(log_ticks(10.0, 1e7), [10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7]);
+        assert_eq!(log_ticks(0.0, 1.0), [1.0, 10.0]);
+        assert_eq!(fmt_tick(20_000.0), "20K");
     }
 }

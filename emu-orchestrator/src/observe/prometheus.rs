@@ -1,4 +1,4 @@
-//! A real Prometheus server for a live fabric (DESIGN §9): the
+//! A real Prometheus server for a live fabric (docs/RESULTS.md): the
 //! file-service-discovery file listing every live node's `/metrics`
 //! endpoint, a ready `prometheus.yml` using it, and starting/stopping the
 //! Debian `prometheus` binary with that configuration.

@@ -77,7 +77,7 @@ fn lossless_roce_recovers_packets_lost_on_a_failed_link() {
     }
 }
 
-/// Issue 20: a `loss` event makes a link lose that share of its frames at
+/// A `loss` event makes a link lose that share of its frames at
 /// random, counted apart (`totals.link_loss_drops`), the same frames in
 /// every run of a seed; `loss = "0"` ends it.
 #[test]

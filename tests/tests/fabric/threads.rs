@@ -1,5 +1,5 @@
 //! A fabric on several threads gives the results of one thread
-//! (`--threads N`, issue 13 item 2): `summary.json` and `flows.csv` are
+//! (`--threads N`): `summary.json` and `flows.csv` are
 //! byte-identical for N = 1, 2, 3 on leaf-spine-8x8 and fat-tree-k8, each
 //! with RoCE (lossless with PFC, IRN), TCP and UDP hosts, with a link
 //! that goes down and up between partitions during the run, and with

@@ -9,8 +9,8 @@
 //! - [`udp`]: UDP flows (fixed size or constant bit rate) with a probe
 //!   header, used to exercise forwarding, queues, ECN and PFC.
 
-/// The link rate the transports' default parameters are given for (DESIGN
-/// §6.2 and §8.1: the ConWeave evaluation's 100 Gbit/s hosts). Runs on other
+/// The link rate the transports' default parameters are given for (docs/SCHEMES.md#parameter-scaling; docs/HOSTS.md:
+/// the ConWeave evaluation's 100 Gbit/s hosts). Runs on other
 /// rates scale rates by `rate / REFERENCE_RATE` and, where asked, times by
 /// its inverse.
 pub const REFERENCE_RATE: weft_wire::time::BitRate = weft_wire::time::BitRate::gbps(100);

@@ -26,7 +26,7 @@
 //!   default stays the IRN paper's selective repeat (what IRN and a
 //!   ConnectX with selective repeat do); `scripts/compare-ns3` sets it.
 //!
-//! DCQCN ([`DcqcnConfig`], DESIGN §8.1) follows the RNIC model of the
+//! DCQCN ([`DcqcnConfig`], docs/HOSTS.md#reference-parameters) follows the RNIC model of the
 //! ConWeave authors' ns-3 simulator (conweave-ns3
 //! `src/point-to-point/model/rdma-hw.cc`, the "Mellanox's version of DCQCN"
 //! functions; parameters from its `run.py`), rule by rule:
@@ -128,7 +128,7 @@ pub enum IrnResend {
     FromUnacked,
 }
 
-/// DCQCN parameters (defaults: the ConWeave setup at 100 Gbit/s, DESIGN §8.1,
+/// DCQCN parameters (defaults: the ConWeave setup at 100 Gbit/s, docs/HOSTS.md#reference-parameters,
 /// the authors' `run.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DcqcnConfig {

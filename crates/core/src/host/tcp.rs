@@ -1,6 +1,6 @@
 //! A synthetic TCP endpoint (sans-IO): NewReno (RFC 6582) or DCTCP (RFC
 //! 8257) senders over real TCP/IPv4 segments, for the LBSP, INT and P4TE
-//! experiments (DESIGN §8).
+//! experiments (docs/HOSTS.md).
 //!
 //! Simplifications, all documented: connections start established (no
 //! handshake, so the FCT has no extra RTT); both ends use a window scale of

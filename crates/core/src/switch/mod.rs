@@ -24,7 +24,7 @@
 //! port-status events and CPU timers, each reaching the CPU after the
 //! control-plane latency, whose register and table writes apply one
 //! latency later), the packet generator (periodic and port-down) are
-//! modelled here (DESIGN §4).
+//! modelled here (docs/ARCHITECTURE.md#the-tofino2-model).
 //! Malformed frames are counted and dropped, never panic.
 
 use crate::fabric::{switch_address, NodeSpec, PortSpec, SwitchRole};

@@ -1,4 +1,4 @@
-//! Authentication of link datagrams (DESIGN §7): only the processes of a
+//! Authentication of link datagrams (docs/REALTIME.md): only the processes of a
 //! fabric can put frames onto its links.
 //!
 //! The orchestrator draws a 256-bit [`LinkSecret`] per fabric and hands it

@@ -1,5 +1,5 @@
 //! The weft link header: what a frame carries across a process boundary
-//! besides its own wire bytes (DESIGN §7).
+//! besides its own wire bytes (docs/REALTIME.md).
 //!
 //! ```text
 //!  0      2    3    4          8          12                 20                 28

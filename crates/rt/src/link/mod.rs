@@ -1,4 +1,4 @@
-//! Links of the real-time driver (DESIGN §7): where a frame goes when a
+//! Links of the real-time driver (docs/REALTIME.md): where a frame goes when a
 //! node's port sends it, and how frames arrive from other processes.
 //!
 //! - in-process: the peer actor gets the frame when it is due (held by the

@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(LinkHeader::parse(key.open(&mut buf[..n]).unwrap()).unwrap().1, &[9u8; 64][..]);
     }
 
-    /// Issue 20: a datagram with the fabric's tag but a forged MAC, one
+    /// A datagram with the fabric's tag but a forged MAC, one
     /// signed with another fabric's key, a captured one sent again and a
     /// truncated one are refused and counted by cause; the genuine ones
     /// arrive once each.

@@ -1,4 +1,4 @@
-//! The metrics of a live process (DESIGN §9): what the node actors fold on
+//! The metrics of a live process (docs/RESULTS.md): what the node actors fold on
 //! request (with `weft-metrics`), plus the process's transport and TAP
 //! counters, served over HTTP.
 //!

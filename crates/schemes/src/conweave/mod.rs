@@ -68,7 +68,7 @@
 //! a connection never has a second reroute before CLEAR or θ_inactive;
 //! every register is accessed once per pass in increasing stage order.
 //!
-//! Parameters and defaults (paper Table 3 and §4.1; DESIGN §6.1): θ_reply
+//! Parameters and defaults (paper Table 3 and §4.1; docs/SCHEMES.md): θ_reply
 //! 8 µs, θ_path_busy 8 µs, θ_inactive 300 µs, θ_resume_extra 16 µs (64 µs
 //! on lossless switches, Appendix A; the authors' simulator uses 64 µs only
 //! on lossless fat-trees, see `attach`), θ_resume_default 200 µs; on a
@@ -198,7 +198,7 @@ impl Default for Regs {
     }
 }
 
-/// Scheme counters (DESIGN §6.1 metrics).
+/// Scheme counters (docs/SCHEMES.md metrics).
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
     reroutes: u64,
@@ -231,7 +231,7 @@ struct Counters {
 #[derive(Debug, Clone)]
 pub struct ConWeave {
     explicit: Params,
-    /// Multiplier of its time parameters (DESIGN §6.2).
+    /// Multiplier of its time parameters (docs/SCHEMES.md#parameter-scaling).
     scale: TimeScale,
     times: Times,
     conn_entries: u32,
@@ -288,7 +288,7 @@ impl ConWeave {
 
     /// Its thresholds and sample period multiplied by `s`, also the
     /// defaults it picks when attached to a lossless or 3-tier fabric
-    /// (DESIGN §6.2).
+    /// (docs/SCHEMES.md#parameter-scaling).
     pub fn time_scaled(mut self, s: TimeScale) -> Self {
         self.scale = s;
         let t = &mut self.times;
@@ -373,11 +373,11 @@ impl Program for ConWeave {
             // lossless fat-trees and 16 µs on leaf-spine; set
             // theta_resume_extra_us=16 for that. (With 16 µs, weft's
             // T_resume expiries on their 50 % flow files are 16 vs 8 and
-            // 9 vs 6 of ~15 000 reorder episodes: EXPERIMENTS.md, issue 11.)
+            // 9 vs 6 of ~15 000 reorder episodes: EXPERIMENTS.md, "Side by side with the authors' simulator".)
             self.times.resume_extra = self.scale.ns(64_000);
         }
         if self.upper_fanout > 1 {
-            // 3-tier defaults (DESIGN §6.1, the authors' fat-tree setup).
+            // 3-tier defaults (docs/SCHEMES.md, the authors' fat-tree setup).
             let set = |k: &str| self.explicit.contains_key(k);
             if !set("theta_path_busy_us") {
                 self.times.path_busy = self.scale.ns(16_000);
