@@ -12,10 +12,9 @@ use emu_node::tofino::program::{declarations_of, declare_l3_tables};
 use emu_node::tofino::TargetProfile;
 use emu_node::workload::FlowSizeCdf;
 use emu_orchestrator::config::topology::{Topology, SHIPPED};
-use emu_orchestrator::config::units::parse_duration;
-use emu_orchestrator::experiment::{self, RunOptions, WorkloadOptions};
 use std::path::PathBuf;
 
+mod compare_cli;
 mod live_cli;
 mod run_cli;
 
@@ -69,7 +68,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  weft compare leaf-spine-8x8 --schemes ecmp --loads 0.5,0.8 --workload alistorage --flows 5000\n  weft compare leaf-spine-2x4 --schemes ecmp --loads 0.3,0.5,0.7 --workload solar --flows 2000 --out cmp/\n  weft compare leaf-spine-8x8 --schemes ecmp,conweave --loads 0.5,0.8 --flows 100000 --jobs 2 --threads 2"
     )]
-    Compare(Box<CompareArgs>),
+    Compare(Box<compare_cli::CompareArgs>),
     /// Start a real-time fabric: emu-node processes, links, TAP hosts in network namespaces, soft-RoCE VM hosts.
     #[command(
         after_help = "Examples:\n  sudo weft up leaf-spine-2x4-rt --nodes 3          # hosts h0..h15 in namespaces\n  sudo ip netns exec h8 iperf3 -s -D && sudo ip netns exec h0 iperf3 -c 10.0.1.2\n  sudo weft up leaf-spine-2x4-rt --nodes 3 --links udp --detach\n  weft up leaf-spine-2x4-rt-synthetic --nodes 2     # synthetic hosts, no root needed\n  weft up leaf-spine-2x4-rt-synthetic --workload alistorage --load 0.1 --prometheus --detach\n                                                    # live RoCE traffic for the dashboards\n  weft up leaf-spine-2x4-rt-synthetic --workload websearch --transport tcp --set tcp.cc=dctcp\n  sudo weft up leaf-spine-2x4-rt --machines machines.toml --links udp   # one emu-node per machine, over ssh (docs/MACHINES.md)\n  sudo weft up leaf-spine-rxe --detach               # soft-RoCE VM hosts (image built on first use)\n  sudo weft exec h0 -- ibv_devices                  # a command in a VM or namespace host"
@@ -192,68 +191,6 @@ enum K8sCommand {
         #[arg(long, default_value = "weft-k8s")]
         out: PathBuf,
     },
-}
-
-#[derive(clap::Args)]
-struct CompareArgs {
-    /// Topology file or shipped name.
-    topology: String,
-    /// Comma-separated schemes (see `weft schemes`).
-    #[arg(long, value_delimiter = ',', required = true)]
-    schemes: Vec<String>,
-    /// Comma-separated fabric-core loads in (0, 1].
-    #[arg(long, value_delimiter = ',', required = true)]
-    loads: Vec<f64>,
-    /// Flow-size distribution: shipped name or CDF file.
-    #[arg(long, default_value = "alistorage")]
-    workload: String,
-    /// Flows per run.
-    #[arg(long, default_value_t = 2000)]
-    flows: usize,
-    /// Comma-separated host transports: udp, roce-lossless, roce-irn, tcp.
-    #[arg(long, value_delimiter = ',', default_value = "roce-irn")]
-    transport: Vec<String>,
-    /// Do not count flows that start before this in the slowdown statistics
-    /// (the ConWeave setup drops the first 5 ms).
-    #[arg(long, default_value = "0ns")]
-    warmup: String,
-    /// Transport or scheme parameter (as for `weft run`; a scheme's
-    /// parameters apply to that scheme's runs only).
-    #[arg(long = "set", value_name = "NAME.PARAM=VALUE")]
-    set: Vec<String>,
-    /// Run seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Parallel runs (default: the number of cores / --threads). Runs and
-    /// threads multiply: jobs × threads busy threads; keep it at most the
-    /// number of cores (more only adds waiting at each round's barrier).
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Threads per run (virtual time; results do not depend on it). Many
-    /// runs are best spread with --jobs; --threads shortens each run, for
-    /// matrices with fewer cells than cores or one long cell.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    threads: usize,
-    /// FCT slowdown of the statistics, tables and plots: ns3 (the ConWeave
-    /// authors' simulator: sender FCT / (base RTT + wire bytes /
-    /// bottleneck), at least 1; what the ConWeave paper reports) or weft
-    /// (receiver FCT / one-way idle-path FCT). flows.csv has both.
-    #[arg(long, default_value = "ns3")]
-    slowdown: String,
-    /// Output directory (one sub-directory per run, and compare.json).
-    #[arg(long, default_value = "weft-compare")]
-    out: PathBuf,
-    /// Run the matrix on the machines of FILE (as for `weft up
-    /// --machines`; each machine runs one cell at a time with its own
-    /// `weft`, which must be this version): the same results as here,
-    /// gathered into the same compare.json.
-    #[arg(long, value_name = "FILE")]
-    machines: Option<PathBuf>,
-    /// Stop a run whose flows stopped moving for this span of simulated
-    /// time (as for `weft run`); the comparison writes every result and
-    /// exits with status 3, printing what held each stalled fabric.
-    #[arg(long, default_value = "auto", value_name = "DURATION|auto|off")]
-    stall_timeout: String,
 }
 
 /// Exit status after Ctrl-C (128 + SIGINT, as a shell reports it).
@@ -417,7 +354,7 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Run(a) => run_cli::run(*a),
-        Command::Compare(a) => compare(*a),
+        Command::Compare(a) => compare_cli::compare(*a),
         Command::Up(a) => live_cli::up(*a),
         Command::Status { json } => live_cli::status(json),
         Command::Link(a) => live_cli::link(a),
@@ -431,206 +368,9 @@ fn real_main(cli: Cli) -> Result<()> {
     }
 }
 
-fn compare(a: CompareArgs) -> Result<()> {
-    let topo = Topology::load(&a.topology)?;
-    let emu_orchestrator::config::params::Sets { scheme_params: per_scheme, transport_params } = split_sets(&a.set)?;
-    for s in &a.schemes {
-        schemes::build(s, per_scheme.get(s).unwrap_or(&schemes::Params::new()), Default::default())?;
-    }
-    if let Some((s, p)) = per_scheme.iter().find(|(s, _)| !a.schemes.contains(s)) {
-        let p = p.keys().next().map_or("", String::as_str);
-        bail!("--set {s}.{p}: {s} is not one of --schemes {} (add it, or drop the setting)", a.schemes.join(","));
-    }
-    if let Some(l) = a.loads.iter().find(|l| !(**l > 0.0 && **l <= 1.0)) {
-        bail!("--loads: {l} is not in (0, 1]");
-    }
-    let warmup = parse_duration(&a.warmup).context("--warmup")?;
-    let slowdown: emu_node::fct::SlowdownDefinition = a.slowdown.parse().map_err(anyhow::Error::msg).context("--slowdown")?;
-    let stall_timeout: experiment::StallTimeout = a.stall_timeout.parse().map_err(anyhow::Error::msg).context("--stall-timeout")?;
-    let transports: Vec<(String, experiment::Transport)> =
-        a.transport.iter().map(|t| Ok((t.clone(), t.parse().map_err(anyhow::Error::msg)?))).collect::<Result<_>>()?;
-    if a.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    let machines = match &a.machines {
-        Some(p) => emu_orchestrator::config::machines::load(p)?,
-        None => Vec::new(),
-    };
-    let weft_exe = std::env::current_exe().context("this weft's path")?;
-    for m in &machines {
-        m.preflight_weft(&weft_exe)?;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let jobs = if machines.is_empty() { a.jobs.unwrap_or_else(|| (cores / a.threads).max(1)) } else { machines.len() };
-    let n = a.schemes.len() * a.loads.len() * transports.len();
-    let per_run = if a.threads > 1 { format!(", {} threads per run", a.threads) } else { String::new() };
-    let on = if machines.is_empty() { String::new() } else { format!(" on {} machines", machines.len()) };
-    eprintln!("running {n} experiments ({} flows each) {jobs} at a time{per_run}{on}...", a.flows);
-    // What every remote run gets besides its cell (files go along).
-    let remote_args = {
-        use emu_orchestrator::experiment::remote::RemoteArg::{File, Lit};
-        let file_or_name = |s: &str| if std::path::Path::new(s).is_file() { File(PathBuf::from(s)) } else { Lit(s.to_string()) };
-        let mut v = vec![file_or_name(&a.topology), Lit("--workload".into()), file_or_name(&a.workload)];
-        for (k, val) in [
-            ("--flows", a.flows.to_string()),
-            ("--warmup", a.warmup.clone()),
-            ("--seed", a.seed.to_string()),
-            ("--threads", a.threads.to_string()),
-            ("--slowdown", a.slowdown.clone()),
-            ("--stall-timeout", a.stall_timeout.clone()),
-        ] {
-            v.push(Lit(k.into()));
-            v.push(Lit(val));
-        }
-        for s in &a.set {
-            v.push(Lit("--set".into()));
-            v.push(Lit(s.clone()));
-        }
-        v
-    };
-    let started = std::time::Instant::now();
-    let mut report = Vec::new();
-    // (cell, the watchdog's report) of every run the progress watchdog stopped.
-    let mut stalled: Vec<(String, String)> = Vec::new();
-    let interrupt = stop_on_ctrl_c()?;
-    for (tname, transport) in &transports {
-        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        let base = RunOptions {
-            interrupt: Some(interrupt.clone()),
-            seed: a.seed,
-            transport_params: transport_params.clone(),
-            scale_time_params: false,
-            threads: a.threads,
-            transport: *transport,
-            warmup,
-            slowdown,
-            workload: Some(WorkloadOptions { cdf: load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),
-            stall_timeout,
-            ..RunOptions::default()
-        };
-        let t0 = std::time::Instant::now();
-        let cells = if machines.is_empty() {
-            emu_orchestrator::experiment::compare::compare(&topo, &base, &a.schemes, &per_scheme, &a.loads, jobs)
-        } else {
-            let cells: Vec<emu_orchestrator::experiment::remote::RemoteCell> = a
-                .schemes
-                .iter()
-                .flat_map(|s| {
-                    a.loads.iter().map(move |l| emu_orchestrator::experiment::remote::RemoteCell {
-                        scheme: s.clone(),
-                        load: *l,
-                        transport: tname.clone(),
-                    })
-                })
-                .collect();
-            emu_orchestrator::experiment::remote::compare_on(&machines, &weft_exe, &remote_args, &cells)
-        };
-        let wall = t0.elapsed();
-        println!(
-            "{} | {} | {} | {} flows per run | warm-up {} | seed {} | FCT slowdown ({}) avg / p99",
-            topo.fabric.name,
-            tname,
-            a.workload,
-            a.flows,
-            format_duration(warmup),
-            a.seed,
-            slowdown.describe()
-        );
-        println!(
-            "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | by size: <=10KB, 10-100KB, 100KB-1MB, >1MB",
-            "scheme", "load", "overall", "<1 BDP", ">=1 BDP"
-        );
-        for c in &cells {
-            let o = c.outcome.as_ref().map_err(|e| anyhow::anyhow!("{} at load {} ({tname}): {e}", c.scheme, c.load))?;
-            let s = &o.summary.slowdown;
-            let cell =
-                |x: &emu_node::results::SlowdownStats| if x.flows == 0 { "-".to_string() } else { format!("{:.2} / {:.2}", x.avg, x.p99) };
-            let sizes: Vec<String> = s.by_size.iter().map(|(_, x)| cell(x)).collect();
-            println!(
-                "{:<10} {:>5} | {:>15} | {:>15} | {:>15} | {}",
-                c.scheme,
-                c.load,
-                cell(&s.overall),
-                cell(&s.below_bdp),
-                cell(&s.above_bdp),
-                sizes.join(", ")
-            );
-            if let Some(why) = &o.summary.incomplete {
-                println!("{:<10} {:>5} | {why}", "", "");
-            }
-            let cell = format!("{} at load {} ({tname})", c.scheme, c.load);
-            match (&o.stalled, &o.summary.incomplete) {
-                (Some(r), _) => stalled.push((cell, r.to_string())),
-                // A cell run on another machine: its summary says it stalled.
-                (None, Some(why)) if why.starts_with("stalled") => stalled.push((cell, why.clone())),
-                _ => {}
-            }
-            let dir = a.out.join(tname).join(format!("{}-load{}", c.scheme, c.load));
-            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            std::fs::write(dir.join("summary.json"), o.summary.to_json() + "\n")
-                .with_context(|| format!("cannot write into {}", dir.display()))?;
-            std::fs::write(dir.join("flows.csv"), o.summary.flows_csv()).with_context(|| format!("cannot write into {}", dir.display()))?;
-            report.push(experiment::compare::CompareRun::of(tname, &c.scheme, c.load, o));
-        }
-        println!("({} runs in {:.1}s)", cells.len(), wall.as_secs_f64());
-        for load in &a.loads {
-            let runs: Vec<emu_orchestrator::observe::plots::Labelled> = cells
-                .iter()
-                .filter(|c| c.load == *load)
-                .filter_map(|c| {
-                    c.outcome
-                        .as_ref()
-                        .ok()
-                        .map(|o| emu_orchestrator::observe::plots::Labelled { name: c.scheme.clone(), summary: &o.summary })
-                })
-                .collect();
-            let title = format!("{tname}, {} load {load}", a.workload);
-            emu_orchestrator::observe::plots::write_plots(&a.out.join("plots"), &format!("{tname}-load{load}-"), &title, &runs)?;
-        }
-    }
-    let stopped = interrupt.load(std::sync::atomic::Ordering::Relaxed);
-    let doc = experiment::compare::CompareReport {
-        schema: experiment::compare::COMPARE_SCHEMA.into(),
-        incomplete: stopped
-            .then(|| format!("interrupted (Ctrl-C): {} of {n} runs, some cut short (see each run's \"incomplete\")", report.len())),
-        topology: topo.fabric.name.clone(),
-        workload: a.workload.clone(),
-        flows: a.flows,
-        seed: a.seed,
-        warmup_ns: warmup,
-        slowdown_definition: slowdown,
-        set: a.set.clone(),
-        wall_s: started.elapsed().as_secs_f64(),
-        runs: report,
-    };
-    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
-    let path = a.out.join("compare.json");
-    std::fs::write(&path, doc.to_json()?).with_context(|| format!("cannot write {}", path.display()))?;
-    if stopped {
-        eprintln!("interrupted (Ctrl-C): wrote the {} runs there are to {} (marked \"incomplete\")", doc.runs.len(), path.display());
-        std::process::exit(INTERRUPTED_EXIT);
-    }
-    println!(
-        "({} runs in {:.1}s; results in {}, plots in {})",
-        n,
-        started.elapsed().as_secs_f64(),
-        a.out.display(),
-        a.out.join("plots").display()
-    );
-    if !stalled.is_empty() {
-        for (cell, r) in &stalled {
-            eprintln!("error: {cell} stalled; stopped by the progress watchdog (--stall-timeout)\n{r}");
-        }
-        std::process::exit(STALLED_EXIT);
-    }
-    Ok(())
-}
-
 /// Splits `--set` arguments into per-scheme parameters and transport parameters.
 /// Sorts `--set` arguments by group (scheme or transport).
-fn split_sets(sets: &[String]) -> Result<emu_orchestrator::config::params::Sets> {
+pub(crate) fn split_sets(sets: &[String]) -> Result<emu_orchestrator::config::params::Sets> {
     Ok(emu_orchestrator::config::params::parse_sets(sets)?)
 }
 
@@ -648,7 +388,7 @@ fn parse_max_lag(s: &str) -> Result<Nanos> {
     emu_orchestrator::config::units::parse_duration(s).with_context(|| format!("--max-lag {s}"))
 }
 
-fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
+pub(crate) fn load_cdf(w: &str) -> Result<FlowSizeCdf> {
     if let Some(c) = FlowSizeCdf::named(w) {
         return Ok(c);
     }
