@@ -35,3 +35,45 @@ pub fn fabric_tag(token: &str) -> u32 {
     });
     tag.max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn weft_tokens_parse_and_keep_their_tag() {
+        let t = new_token();
+        assert_eq!(parse_token(format!("{t}\n").as_bytes()).as_deref(), Ok(t.as_str()));
+        assert_eq!(fabric_tag(&t), u32::from_str_radix(&t[..8], 16).unwrap().max(1));
+    }
+
+    /// Property: no byte string is a panic, whatever characters straddle
+    /// byte 8 (where the tag was once sliced) or the 16-character minimum.
+    #[test]
+    fn no_token_file_panics() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let pieces = ["a", "Z", "0", "é", "€", "𝄞", " ", "\n", "\u{0}", "\u{7f}", "ff", "\u{a0}"];
+        for _ in 0..20_000 {
+            let n = rng.random_range(0..40);
+            let mut s: String = (0..n).map(|_| pieces[rng.random_range(0..pieces.len())]).collect();
+            if rng.random_bool(0.1) {
+                s = format!("deadbee{s}");
+            }
+            let _ = fabric_tag(&s);
+            if let Ok(t) = parse_token(s.as_bytes()) {
+                assert!(t.len() >= 16 && t.chars().all(|c| c.is_ascii_graphic()), "{t:?}");
+                assert_ne!(fabric_tag(&t), 0);
+            }
+            let mut bytes = s.into_bytes();
+            if !bytes.is_empty() {
+                let i = rng.random_range(0..bytes.len());
+                bytes[i] = rng.random();
+            }
+            let _ = parse_token(&bytes);
+        }
+        // The input that used to panic: a multi-byte character at byte 8.
+        assert!(parse_token("1234567é9abcdefghij".as_bytes()).is_err());
+        let _ = fabric_tag("1234567é9abcdefghij");
+    }
+}
