@@ -1,8 +1,9 @@
 //! # emu-orchestrator — the library behind the `weft` command
 //!
 //! Layers, lowest first. A module may use the layers below it and never one
-//! above it (the test `layers_import_only_downwards` reads every file and
-//! fails on an upward `crate::` path):
+//! above it, and no two files import each other, even through others (the
+//! tests in `layers.rs` read every file and fail on an upward `crate::`
+//! path or an import circle):
 //!
 //! 1. [`config`] — what a user writes: topology files, quantities with
 //!    units, `--set` parameters and their tables, machines files, the

@@ -5,7 +5,7 @@
 #![no_main]
 
 use emu_orchestrator::config::identity::{fabric_tag, parse_token};
-use emu_orchestrator::experiment::compare::CompareReport;
+use emu_orchestrator::experiment::report::CompareReport;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -11,6 +11,7 @@
 pub mod compare;
 pub mod distributed;
 pub mod remote;
+pub mod report;
 
 use crate::config::params::{tm_settings, TRANSPORT_PARAMS};
 use crate::config::topology::Topology;

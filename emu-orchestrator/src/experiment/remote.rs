@@ -107,7 +107,7 @@ impl Machine {
         let bad = |what: &str| format!("machine {}: its weft compare wrote no readable {what}", self.name);
         let summary = Summary::from_json(files.get("summary.json").ok_or_else(|| bad("summary.json"))?)
             .map_err(|e| format!("{}: {e}", bad("summary.json")))?;
-        let compare = crate::experiment::compare::CompareReport::from_json(files.get("compare.json").ok_or_else(|| bad("compare.json"))?)
+        let compare = crate::experiment::report::CompareReport::from_json(files.get("compare.json").ok_or_else(|| bad("compare.json"))?)
             .map_err(|e| format!("machine {}: {e}", self.name))?;
         let wall = compare.runs.first().map(|r| r.wall()).unwrap_or_default();
         Ok((summary, wall))
@@ -121,9 +121,9 @@ pub fn compare_on(
     local_weft: &Path,
     args: &[RemoteArg],
     cells: &[RemoteCell],
-) -> Vec<crate::experiment::compare::CompareCell> {
+) -> Vec<crate::experiment::report::CompareCell> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<Vec<Option<crate::experiment::compare::CompareCell>>> =
+    let results: std::sync::Mutex<Vec<Option<crate::experiment::report::CompareCell>>> =
         std::sync::Mutex::new((0..cells.len()).map(|_| None).collect());
     let slots = process_slots(machines);
     std::thread::scope(|scope| {
@@ -144,7 +144,7 @@ pub fn compare_on(
                     })
                     .map_err(crate::experiment::RunError::Remote);
                 if let Ok(mut r) = results.lock() {
-                    r[i] = Some(crate::experiment::compare::CompareCell { scheme: c.scheme.clone(), load: c.load, outcome });
+                    r[i] = Some(crate::experiment::report::CompareCell { scheme: c.scheme.clone(), load: c.load, outcome });
                 }
             });
         }
