@@ -84,27 +84,7 @@ pub fn describe(f: &FabricSpec, slots: &[Machine]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::machines::{parse, process_slots};
-
-    const THREE: &str = r#"
-[[machine]]
-name = "m1"
-ssh = "10.77.0.1"
-user = "root"
-bind = "10.77.0.1"
-[[machine]]
-name = "m2"
-ssh = "10.77.0.2"
-port = 2222
-bind = "10.77.0.2"
-[[machine]]
-name = "m3"
-ssh = "m3.example"
-identity = "/k"
-known_hosts = "/kh"
-bind = "10.77.0.3"
-emu_node = "/opt/weft/emu-node"
-"#;
+    use crate::config::machines::{parse, process_slots, THREE};
 
     #[test]
     fn placement_over_three_machines_keeps_leaves_whole_and_reports_the_cut() {

@@ -191,11 +191,9 @@ pub fn parse(path: &str, text: &str) -> Result<Vec<Machine>, MachinesError> {
     Ok(f.machine)
 }
 
+/// Three machines, as the tests of this file and of placement use them.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const THREE: &str = r#"
+pub(crate) const THREE: &str = r#"
 [[machine]]
 name = "m1"
 ssh = "10.77.0.1"
@@ -214,6 +212,12 @@ known_hosts = "/kh"
 bind = "10.77.0.3"
 emu_node = "/opt/weft/emu-node"
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::THREE;
 
     #[test]
     fn a_machines_file_parses_with_its_options() {
