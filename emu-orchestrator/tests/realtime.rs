@@ -1864,3 +1864,97 @@ fn topology_restart_schedule_applies_in_both_clocks() {
         }
     }
 }
+
+/// Metrics from every machine: a fabric of synthetic hosts with live
+/// traffic over the three machines, `weft up --prometheus`: the
+/// orchestrator's Prometheus scrapes the emu-nodes on the other machines
+/// over HTTPS (the fabric's certificate, the fabric token as bearer) and
+/// every dashboard query but those of schemes the fabric does not run has
+/// data; a scrape without the token, or with another, is refused.
+#[test]
+#[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen, prometheus: scripts/test runs it (as root, --include-ignored)"]
+fn prometheus_scrapes_the_emu_nodes_of_every_machine_over_tls_with_the_token() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "nsenter", "sshd", "ssh", "ssh-keygen", "prometheus", "curl"]) {
+        return;
+    }
+    let m = Machines::new(9000);
+    let file = m.file("machines.toml", |t| t);
+    let f = Fabric::up(
+        "leaf-spine-2x4-rt-synthetic",
+        &[
+            "--machines",
+            file.to_str().unwrap(),
+            "--scheme",
+            "conweave",
+            "--workload",
+            "alistorage",
+            "--load",
+            "0.2",
+            "--prometheus",
+            "--prometheus-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.dir.join("fabric.json")).unwrap()).unwrap();
+    let url = st.pointer("/prometheus/1").and_then(|p| p.as_str()).unwrap_or_default().to_string();
+    let endpoints: Vec<String> =
+        st["metrics"].as_object().map(|o| o.values().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
+    assert_eq!(endpoints.len(), 3, "{st}");
+    assert!(
+        endpoints.iter().all(|e| e.starts_with("https://10.77.0.")),
+        "every emu-node on its machine's address, over TLS: {endpoints:?}"
+    );
+    // With the fabric's certificate under its name and the token: metrics;
+    // without the token, with another, or without TLS: none.
+    let prom = f.dir.join("prometheus");
+    let hostport = endpoints[0].trim_start_matches("https://").trim_end_matches("/metrics").to_string();
+    let (ip, port) = hostport.rsplit_once(':').unwrap();
+    let curl = |extra: &[&str]| {
+        let o = Command::new("curl")
+            .args(["-s", "-m", "10", "-w", "\n%{http_code}", "--resolve", &format!("weft-fabric:{port}:{ip}"), "--cacert"])
+            .arg(prom.join("fabric-ca.pem"))
+            .args(extra)
+            .arg(format!("https://weft-fabric:{port}/metrics"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let token = std::fs::read_to_string(prom.join("token")).unwrap();
+    let good = curl(&["-H", &format!("Authorization: Bearer {token}")]);
+    assert!(good.ends_with("200") && good.contains("weft_switch_rx_frames_total"), "{good}");
+    for (extra, why) in [(vec![], "no token"), (vec!["-H", "Authorization: Bearer 00000000000000000000"], "a wrong token")] {
+        let r = curl(&extra);
+        assert!(r.ends_with("401") && !r.contains("weft_switch"), "{why}: {r}");
+    }
+    let plain = Command::new("curl").args(["-s", "-m", "5", &format!("http://{hostport}/metrics")]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("weft_"), "plain HTTP gets no metrics");
+    // Prometheus scrapes all three, twice.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let up = emu_orchestrator::observe::dashboards::instant_query(&url, "count_over_time(up{job=\"weft\"}[1m]) >= 2 and up == 1")
+            .unwrap_or_default();
+        if up.len() == 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "Prometheus did not scrape the 3 emu-nodes: {up:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let out = Command::new(weft_bin())
+        .args(["dashboards", "--dir", Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards").to_str().unwrap(), "--prometheus", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = text.lines().filter(|l| l.starts_with("ok ")).count();
+    // Panels of schemes this fabric does not run have no series, as on
+    // one machine.
+    let other_schemes = ["conga", "letflow", "drill", "lbsp", "p4te", "int_nexthop", "ecmp", "rps"];
+    let missing: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("FAIL"))
+        .filter(|l| !other_schemes.iter().any(|s| l.contains(&format!("weft_scheme_{s}_"))))
+        .collect();
+    assert!(ok > 0 && missing.is_empty(), "dashboard queries without data over three machines:\n{}\n{text}", missing.join("\n"));
+    f.ok(&["down"]);
+}

@@ -76,6 +76,11 @@ pub struct ProcessPlan {
     /// Serve Prometheus `/metrics` here (port 0: any free port).
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// The endpoint is reachable from other machines: serve it over HTTPS
+    /// with [`ProcessPlan::identity`] and require this bearer credential
+    /// (the fabric token). `None`: plain HTTP (loopback).
+    #[serde(default)]
+    pub metrics_token: Option<String>,
     /// Frames that reach a node more than this after they were due are
     /// dropped and counted (the bounded-lag policy, [`crate::actor`]); 0:
     /// no bound.
@@ -621,7 +626,12 @@ impl ProcessRuntime {
         }
         self.inbound = Arc::new(table);
         if let Some(l) = self.metrics_listener.take() {
-            self.metrics_server = Some(crate::metrics::server::serve(l, self.metrics_source())?);
+            let access = self
+                .plan
+                .metrics_token
+                .clone()
+                .map(|token| crate::metrics::server::MetricsAccess { identity: self.plan.identity.clone(), token });
+            self.metrics_server = Some(crate::metrics::server::serve(l, self.metrics_source(), access)?);
         }
         // Receivers.
         self.tasks.push(tokio::spawn(run_udp_receiver(self.udp.clone(), self.inbound.clone(), self.sched.clone())));

@@ -70,6 +70,23 @@ impl FabricIdentity {
     pub fn pin(&self) -> String {
         pin_of(&self.cert_der)
     }
+    /// A TLS server configuration presenting this identity over TCP (the
+    /// `/metrics` endpoints of emu-nodes on other machines).
+    pub fn tcp_server(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let cfg = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(self.cert_der.clone())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
+            )?;
+        Ok(Arc::new(cfg))
+    }
+    /// The certificate in PEM (what a client that trusts this fabric, such
+    /// as Prometheus's `tls_config.ca_file`, is given).
+    pub fn cert_pem(&self) -> String {
+        pem::encode(&pem::Pem::new("CERTIFICATE", self.cert_der.clone()))
+    }
     /// A quinn server configuration presenting this identity.
     pub fn quic_server(&self, transport: Arc<quinn::TransportConfig>) -> Result<quinn::ServerConfig, TlsError> {
         let cfg = rustls::ServerConfig::builder_with_provider(provider())

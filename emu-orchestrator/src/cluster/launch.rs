@@ -273,6 +273,19 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     }
     write_state(dir, state)?;
     let epoch = emu_node::clock::monotonic_ns() + base.start_delay.as_nanos() as u64;
+    // A process on another machine serves /metrics on that machine's
+    // address, over HTTPS with the fabric's certificate, to bearers of the
+    // fabric token; one here stays on loopback, plain HTTP.
+    let remote_bind: BTreeMap<u32, std::net::IpAddr> = state.machines.iter().map(|(p, r)| (*p, r.machine.bind)).collect();
+    let metrics_of = |process: u32| {
+        base.metrics.map(|a| {
+            let mut a = metrics_addr_of(a, process);
+            if let Some(ip) = remote_bind.get(&process) {
+                a.set_ip(*ip);
+            }
+            a
+        })
+    };
     let plan_for = |process: u32| ProcessPlan {
         process,
         fabric: base.fabric.clone(),
@@ -288,7 +301,8 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         identity: identity.clone(),
         seed: base.seed,
         report_every_ms: base.report_every_ms,
-        metrics: base.metrics.map(|a| metrics_addr_of(a, process)),
+        metrics: metrics_of(process),
+        metrics_token: (base.metrics.is_some() && remote_bind.contains_key(&process)).then(|| token.clone()),
         max_lag_ns: base.max_lag,
         // Only the flows of the hosts this process runs.
         workload: base.workload.as_ref().map(|w| emu_node::node::HostWorkload {
@@ -371,7 +385,8 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         }
     }
     let events = launch_events.into_inner().unwrap_or_default();
-    Ok(Launched { ep, token, children, conns, addrs, identity_plan: plan_for(0), events })
+    let identity_plan = plan_for(0);
+    Ok(Launched { ep, token, children, conns, addrs, identity_plan, events })
 }
 
 /// emu-nodes that start by themselves (Kubernetes pods, `weft up

@@ -85,9 +85,11 @@ pub async fn run_distributed(
     let (mut rt, mine) = ProcessRuntime::bind(identity_plan, local_nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
     addrs.push(mine);
     if let Some((_, sd_dir)) = &metrics {
-        let t: Vec<crate::observe::prometheus::Target> =
-            addrs.iter().filter_map(|a| a.metrics.map(|m| crate::observe::prometheus::Target { addr: m, process: a.process })).collect();
-        crate::observe::prometheus::write_config(sd_dir, &f.name, &t, Duration::from_secs(1))?;
+        let t: Vec<crate::observe::prometheus::Target> = addrs
+            .iter()
+            .filter_map(|a| a.metrics.map(|m| crate::observe::prometheus::Target { addr: m, process: a.process, secure: false }))
+            .collect();
+        crate::observe::prometheus::write_config(sd_dir, &f.name, &t, Duration::from_secs(1), None)?;
     }
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await?;

@@ -923,14 +923,15 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             seed: opts.seed,
             report_every_ms: 0,
             metrics: rt_opts.metrics.as_ref().map(|m| m.0),
+            metrics_token: None,
             max_lag_ns: rt_opts.max_lag,
             workload: None,
             vm: None,
         };
         let (mut p, addrs) = ProcessRuntime::bind(plan, nodes, std::net::Ipv4Addr::LOCALHOST.into()).await?;
         if let (Some(m), Some((_, dir))) = (addrs.metrics, &rt_opts.metrics) {
-            let t = [crate::observe::prometheus::Target { addr: m, process: 0 }];
-            crate::observe::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1))?;
+            let t = [crate::observe::prometheus::Target { addr: m, process: 0, secure: false }];
+            crate::observe::prometheus::write_config(dir, &fabric.name, &t, Duration::from_secs(1), None)?;
         }
         p.connect(&[]).await?;
         p.schedule_events(0);

@@ -413,18 +413,27 @@ async fn run_fabric(
         external: opts.external.clone(),
         vm,
     };
-    let Launched { ep, token, children, mut conns, addrs, events: launched_events, .. } =
+    let Launched { ep, token, children, mut conns, addrs, events: launched_events, identity_plan } =
         launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await?;
     }
     await_running(&mut conns, &dir).await?;
-    let targets: Vec<crate::observe::prometheus::Target> =
-        addrs.iter().filter_map(|a| a.metrics.map(|m| crate::observe::prometheus::Target { addr: m, process: a.process })).collect();
+    let targets: Vec<crate::observe::prometheus::Target> = addrs
+        .iter()
+        .filter_map(|a| {
+            let secure = state.machines.contains_key(&a.process);
+            a.metrics.map(|m| crate::observe::prometheus::Target { addr: m, process: a.process, secure })
+        })
+        .collect();
+    // Endpoints on other machines: HTTPS with the fabric's certificate,
+    // the fabric token as bearer credential.
+    let secure = (!state.machines.is_empty())
+        .then(|| crate::observe::prometheus::SecureScrape { cert_pem: identity_plan.identity.cert_pem(), token: token.clone() });
     let interval = opts.prometheus.as_ref().map_or(Duration::from_secs(1), |p| p.scrape_interval);
     // Kept (not waited for) so that the child is not reaped behind the
     // state file's back; teardown stops it by pid.
-    let _prometheus_child = configure_prometheus(opts, &fabric.name, &targets, interval, state).await?;
+    let _prometheus_child = configure_prometheus(opts, &fabric.name, &targets, interval, secure.as_ref(), state).await?;
     let mut targets = targets;
     let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
     let live = Arc::new(Live {
@@ -461,7 +470,7 @@ async fn run_fabric(
                     if let Some(n) = live.nodes.get(&p) { if let Ok(mut d) = n.dead.lock() { d.get_or_insert(msg); } }
                     // The file-SD lists live nodes only.
                     targets.retain(|t| t.process != p);
-                    let _ = crate::observe::prometheus::write_config(&dir, &live.fabric.name, &targets, interval);
+                    let _ = crate::observe::prometheus::write_config(&dir, &live.fabric.name, &targets, interval, secure.as_ref());
                 }
             }
             Some(ack) = down_rx.recv() => { down_ack = Some(ack); break; }
@@ -484,11 +493,12 @@ async fn configure_prometheus(
     fabric: &str,
     targets: &[crate::observe::prometheus::Target],
     interval: Duration,
+    secure: Option<&crate::observe::prometheus::SecureScrape>,
     state: &mut FabricState,
 ) -> Result<Option<std::process::Child>, FabricError> {
     let dir = &opts.state_dir;
-    state.metrics = targets.iter().map(|t| (t.process, format!("http://{}/metrics", t.addr))).collect();
-    let (sd, yml) = crate::observe::prometheus::write_config(dir, fabric, targets, interval)?;
+    state.metrics = targets.iter().map(|t| (t.process, t.url())).collect();
+    let (sd, yml) = crate::observe::prometheus::write_config(dir, fabric, targets, interval, secure)?;
     state.prometheus_config = Some((sd.display().to_string(), yml.display().to_string()));
     let Some(p) = &opts.prometheus else { return Ok(None) };
     let (d, bin, listen) = (dir.clone(), p.bin.clone(), p.listen);

@@ -1,6 +1,11 @@
 //! The `/metrics` HTTP endpoint of a live process (axum), serving the
 //! Prometheus text exposition format gathered by a [`MetricsSource`] on
 //! every request.
+//!
+//! On loopback it is plain HTTP. Reachable from other machines it is HTTPS
+//! with the fabric's certificate, and a request must carry the fabric token
+//! as a bearer credential ([`MetricsAccess`]); any other request gets 401
+//! and no metrics.
 
 use super::source::MetricsSource;
 use std::net::SocketAddr;
@@ -40,22 +45,184 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, MetricsSe
     })
 }
 
-/// Serves `/metrics` from `source` on `listener`.
-pub fn serve(listener: tokio::net::TcpListener, source: MetricsSource) -> Result<MetricsServer, MetricsServerError> {
+/// Who may read an endpoint reachable from other machines: HTTPS with
+/// `identity`, and `Authorization: Bearer <token>` on every request.
+#[derive(Clone)]
+pub struct MetricsAccess {
+    /// The certificate and key the endpoint presents.
+    pub identity: crate::tls::FabricIdentity,
+    /// The bearer credential a request must carry.
+    pub token: String,
+}
+
+/// A listener that completes a TLS handshake on each accepted connection
+/// (a handshake that fails or takes over 5 s drops that connection only).
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, from)) = self.tcp.accept().await else {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            };
+            if let Ok(Ok(tls)) = tokio::time::timeout(std::time::Duration::from_secs(5), self.acceptor.accept(tcp)).await {
+                return (tls, from);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>` (compared in
+/// constant time).
+fn authorised(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    let Some(given) = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+    let Some(given) = given.strip_prefix("Bearer ") else { return false };
+    given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+}
+
+/// Serves `/metrics` from `source` on `listener`: plain HTTP, or with
+/// `access` HTTPS and a bearer credential.
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    source: MetricsSource,
+    access: Option<MetricsAccess>,
+) -> Result<MetricsServer, MetricsServerError> {
     use axum::http::header::CONTENT_TYPE;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
     use axum::routing::get;
     let addr = listener.local_addr().map_err(|e| MetricsServerError::Bind(([0, 0, 0, 0], 0).into(), e))?;
+    let token = access.as_ref().map(|a| a.token.clone());
     let app = axum::Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let source = source.clone();
-                async move { ([(CONTENT_TYPE, prometheus::TEXT_FORMAT)], source.gather().await.to_text()) }
+                let allowed = token.as_deref().is_none_or(|t| authorised(&headers, t));
+                async move {
+                    if !allowed {
+                        return (
+                            StatusCode::UNAUTHORIZED,
+                            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+                            "the fabric token is required\n",
+                        )
+                            .into_response();
+                    }
+                    ([(CONTENT_TYPE, prometheus::TEXT_FORMAT)], source.gather().await.to_text()).into_response()
+                }
             }),
         )
         .route("/", get(|| async { "weft emu-node: metrics at /metrics\n" }));
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let task = match access {
+        None => tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        }),
+        Some(a) => {
+            let config = a.identity.tcp_server().map_err(|e| MetricsServerError::Bind(addr, std::io::Error::other(e.to_string())))?;
+            let tls = TlsListener { tcp: listener, acceptor: tokio_rustls::TlsAcceptor::from(config) };
+            tokio::spawn(async move {
+                let _ = axum::serve(tls, app).await;
+            })
+        }
+    };
     Ok(MetricsServer { addr, task })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::auth::{LinkKey, LinkSecret};
+    use crate::link::remote::InboundTable;
+    use crate::tls::{FabricIdentity, SERVER_NAME};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn source() -> MetricsSource {
+        let secret = LinkSecret::generate().expect("random");
+        MetricsSource {
+            actors: vec![],
+            inbound: Arc::new(InboundTable::new(1, LinkKey::new(&secret))),
+            fabric: Arc::new(Default::default()),
+            process: 3,
+            taps: vec![],
+        }
+    }
+
+    /// The status line of `GET /metrics` over TLS (trusting `cert` under
+    /// the fabric's name), with `auth` as its Authorization header.
+    async fn get_tls(addr: SocketAddr, cert: &FabricIdentity, auth: Option<&str>) -> String {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls::pki_types::CertificateDer::from(cert.cert_der.clone())).expect("root");
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).expect("name");
+        let Ok(mut tls) = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await else {
+            return "handshake failed".into();
+        };
+        let header = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        tls.write_all(format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{header}Connection: close\r\n\r\n").as_bytes()).await.expect("write");
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out).await;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text.lines().next().unwrap_or("").to_string();
+        if status.contains("200") {
+            assert!(text.contains("weft_process"), "{text}");
+        }
+        status
+    }
+
+    #[test]
+    fn an_endpoint_for_other_machines_wants_tls_and_the_fabric_token() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+        rt.block_on(async {
+            let identity = FabricIdentity::generate().expect("identity");
+            let token = "0123456789abcdef0123456789abcdef".to_string();
+            let l = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
+            let s = serve(l, source(), Some(MetricsAccess { identity: identity.clone(), token: token.clone() })).expect("serve");
+            assert!(get_tls(s.addr, &identity, Some(&format!("Bearer {token}"))).await.contains("200"));
+            for bad in [None, Some("Bearer wrong"), Some("Bearer 0123456789abcdef0123456789abcdeX"), Some(token.as_str())] {
+                let st = get_tls(s.addr, &identity, bad).await;
+                assert!(st.contains("401"), "{bad:?}: {st}");
+            }
+            // Another fabric's certificate is not trusted by a client of this one.
+            let other = FabricIdentity::generate().expect("identity");
+            assert_eq!(get_tls(s.addr, &other, Some(&format!("Bearer {token}"))).await, "handshake failed");
+            // Plain HTTP gets nothing.
+            let mut tcp = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
+            tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+            let mut out = Vec::new();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(6), tcp.read_to_end(&mut out)).await;
+            assert!(!String::from_utf8_lossy(&out).contains("weft_process"));
+        });
+    }
+
+    #[test]
+    fn a_loopback_endpoint_is_plain_http() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+        rt.block_on(async {
+            let l = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
+            let s = serve(l, source(), None).expect("serve");
+            let mut tcp = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
+            tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+            let mut out = Vec::new();
+            tcp.read_to_end(&mut out).await.expect("read");
+            let text = String::from_utf8_lossy(&out);
+            assert!(text.starts_with("HTTP/1.1 200") && text.contains("weft_process"), "{text}");
+        });
+    }
 }
