@@ -73,14 +73,17 @@ impl FabricIdentity {
     /// A TLS server configuration presenting this identity over TCP (the
     /// `/metrics` endpoints of emu-nodes on other machines).
     pub fn tcp_server(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let cfg = rustls::ServerConfig::builder_with_provider(provider())
+        Ok(Arc::new(self.server_config()?))
+    }
+    /// TLS 1.3, presenting this identity, no client certificates.
+    fn server_config(&self) -> Result<rustls::ServerConfig, TlsError> {
+        Ok(rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_no_client_auth()
             .with_single_cert(
                 vec![CertificateDer::from(self.cert_der.clone())],
                 PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
-            )?;
-        Ok(Arc::new(cfg))
+            )?)
     }
     /// The certificate in PEM (what a client that trusts this fabric, such
     /// as Prometheus's `tls_config.ca_file`, is given).
@@ -89,14 +92,7 @@ impl FabricIdentity {
     }
     /// A quinn server configuration presenting this identity.
     pub fn quic_server(&self, transport: Arc<quinn::TransportConfig>) -> Result<quinn::ServerConfig, TlsError> {
-        let cfg = rustls::ServerConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![CertificateDer::from(self.cert_der.clone())],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
-            )?;
-        let q = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)?;
+        let q = quinn::crypto::rustls::QuicServerConfig::try_from(self.server_config()?)?;
         let mut s = quinn::ServerConfig::with_crypto(Arc::new(q));
         s.transport_config(transport);
         Ok(s)
