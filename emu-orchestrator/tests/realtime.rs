@@ -1958,3 +1958,110 @@ fn prometheus_scrapes_the_emu_nodes_of_every_machine_over_tls_with_the_token() {
     assert!(ok > 0 && missing.is_empty(), "dashboard queries without data over three machines:\n{}\n{text}", missing.join("\n"));
     f.ok(&["down"]);
 }
+
+/// Processes (any command) whose command line holds `what`.
+fn processes_with(what: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| String::from_utf8_lossy(&c).into_owned()).unwrap_or_default();
+            cmd.contains(what) && !cmd.starts_with("pkill")
+        })
+        .collect()
+}
+
+/// Ctrl-C of `weft compare --machines` reaches the cells running on the
+/// machines: each stops and returns what it has, the comparison exits with
+/// 130 and writes compare.json marked incomplete, and no `weft compare`
+/// keeps running on any machine.
+#[test]
+#[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen: scripts/test runs it (as root, --include-ignored)"]
+fn ctrl_c_of_a_comparison_over_machines_stops_its_cells_there() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "nsenter", "sshd", "ssh", "ssh-keygen"]) {
+        return;
+    }
+    let m = Machines::new(1500);
+    let file = m.file("machines.toml", |t| t);
+    let out = m.dir.join("cut");
+    // Long cells: each would take minutes.
+    let child = Command::new(weft_bin())
+        .args(["compare", "leaf-spine-2x4", "--schemes", "ecmp,conweave", "--loads", "0.5", "--flows", "2000000", "--machines"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while processes_with("/tmp/weft-compare.").iter().filter(|p| **p != child.id()).count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the two cells did not start on the machines");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t0 = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{said}");
+    assert!(t0.elapsed() < Duration::from_secs(30), "stopped in {:?}", t0.elapsed());
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
+    assert!(report["incomplete"].as_str().is_some_and(|s| s.starts_with("interrupted")), "{report}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !processes_with("/tmp/weft-compare.").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "still running on the machines: {:?}", processes_with("/tmp/weft-compare."));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Ctrl-C of `weft up --machines` (in the foreground, as a user runs it)
+/// stops every emu-node on every machine, deletes their hosts' namespaces
+/// there, and leaves no state behind.
+#[test]
+#[ignore = "needs root, ip, nsenter, sshd, ssh, ssh-keygen: scripts/test runs it (as root, --include-ignored)"]
+fn ctrl_c_of_a_fabric_over_machines_leaves_nothing_on_any_machine() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["ip", "nsenter", "sshd", "ssh", "ssh-keygen"]) {
+        return;
+    }
+    let m = Machines::new(1500);
+    let file = m.file("machines.toml", |t| t);
+    let prefix = unique("");
+    let dir = std::env::temp_dir().join(format!("weft-test-{}", prefix.trim_end_matches('-')));
+    let _ = std::fs::remove_dir_all(&dir);
+    let child = Command::new(weft_bin())
+        .args(["up", "leaf-spine-2x4-rt", "--links", "udp", "--netns-prefix", &prefix, "--machines"])
+        .arg(&file)
+        .env("WEFT_STATE_DIR", &dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let state = loop {
+        let st: Option<serde_json::Value> =
+            std::fs::read_to_string(dir.join("fabric.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+        if let Some(st) = st.filter(|s| s["phase"] == "running") {
+            break st;
+        }
+        assert!(std::time::Instant::now() < deadline, "the fabric did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let pin = state["pin"].as_str().unwrap_or_default().to_string();
+    assert_eq!(emu_nodes_with(&pin).len(), 3, "three emu-nodes on the machines");
+    let ours = || emu_node::tap::list_netns().into_iter().filter(|n| n.starts_with(&prefix)).count();
+    assert_eq!(ours(), 16, "the TAP hosts' namespaces");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{said}");
+    assert!(emu_nodes_with(&pin).is_empty(), "emu-nodes left: {:?}", emu_nodes_with(&pin));
+    assert_eq!(ours(), 0, "namespaces left");
+    assert!(!dir.join("fabric.json").exists(), "state left");
+    let _ = std::fs::remove_dir_all(&dir);
+}

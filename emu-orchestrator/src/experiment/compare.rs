@@ -165,10 +165,20 @@ impl Matrix {
                         })
                     })
                     .collect();
-                crate::experiment::remote::compare_on(&self.machines, &self.weft_exe, &self.remote_args, &cells)
+                crate::experiment::remote::compare_on(
+                    &self.machines,
+                    &self.weft_exe,
+                    &self.remote_args,
+                    &cells,
+                    self.base.interrupt.as_deref(),
+                )
             };
             let t = TransportCells { transport: tname.clone(), cells, wall: t0.elapsed() };
             for c in &t.cells {
+                // A cell cut short by Ctrl-C before it had results is left out.
+                if c.outcome.is_err() && interrupted(&self.base.interrupt) {
+                    continue;
+                }
                 let o = c.outcome.as_ref().map_err(|e| CompareError::Cell {
                     scheme: c.scheme.clone(),
                     load: c.load,

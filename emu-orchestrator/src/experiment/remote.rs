@@ -47,14 +47,27 @@ impl Machine {
     /// own that is removed afterwards) and returns the run's summary and its
     /// wall time in seconds. The script goes to `sh -s` on ssh's stdin, with
     /// the files of `args` in it as here-documents.
+    ///
+    /// When `interrupt` is set meanwhile (Ctrl-C here), the remote `weft
+    /// compare` gets SIGINT too and returns what it has, marked incomplete,
+    /// so nothing keeps running there. ssh runs in a process group of its
+    /// own: a terminal's Ctrl-C reaches this process, not the session.
     pub fn run_compare_cell(
         &self,
         local_weft: &Path,
         args: &[RemoteArg],
         cell: &RemoteCell,
+        interrupt: Option<&std::sync::atomic::AtomicBool>,
     ) -> Result<(Summary, std::time::Duration), String> {
+        use std::os::unix::process::CommandExt;
         let weft = self.weft.clone().unwrap_or_else(|| local_weft.display().to_string());
-        let mut script = String::from("set -e\nD=$(mktemp -d /tmp/weft-compare.XXXXXX)\ntrap 'rm -rf \"$D\"' EXIT\n");
+        // The cell's directory there, named so that its processes can be found.
+        let tag: String = {
+            use rand::Rng;
+            let mut r = rand::rng();
+            (0..8).map(|_| format!("{:02x}", r.random::<u8>())).collect()
+        };
+        let mut script = format!("set -e\nD=/tmp/weft-compare.{tag}\nmkdir -m 700 \"$D\"\ntrap 'rm -rf \"$D\"' EXIT\n");
         let mut line = vec![sh_quote(&weft), "compare".to_string()];
         for (i, a) in args.iter().enumerate() {
             match a {
@@ -74,9 +87,10 @@ impl Machine {
         line.extend(["--jobs".into(), "1".into(), "--out".into(), "\"$D/out\"".into()]);
         script.push_str(&format!(
             // Status 3: a cell the progress watchdog stopped; its
-            // summary.json says so ("incomplete": "stalled: ...").
+            // summary.json says so ("incomplete": "stalled: ..."). 130: a
+            // cell interrupted from here, with what it had.
             "rc=0; {} >\"$D/log\" 2>&1 || rc=$?\n\
-             [ $rc = 0 ] || [ $rc = 3 ] || {{ tail -n 3 \"$D/log\" >&2; exit 1; }}\n\
+             [ $rc = 0 ] || [ $rc = 3 ] || [ $rc = 130 ] || {{ tail -n 3 \"$D/log\" >&2; exit 1; }}\n\
              for f in \"$D\"/out/*/*/summary.json; do echo '{FILE_MARK} summary.json'; cat \"$f\"; done\n\
              echo '{FILE_MARK} compare.json'; cat \"$D/out/compare.json\"\n",
             line.join(" ")
@@ -87,18 +101,52 @@ impl Machine {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("machine {}: cannot run ssh ({e})", self.name))?;
         if let Some(mut stdin) = child.stdin.take() {
             use std::io::Write as _;
             stdin.write_all(script.as_bytes()).map_err(|e| format!("machine {}: {e}", self.name))?;
         }
-        let out = child.wait_with_output().map_err(|e| format!("machine {}: {e}", self.name))?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
+        // Read both pipes while waiting (a summary is larger than a pipe).
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out_reader = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+        let err_reader = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+        let mut signalled = false;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) => {}
+                Err(e) => return Err(format!("machine {}: {e}", self.name)),
+            }
+            if !signalled && interrupt.is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) {
+                signalled = true;
+                // `[.]`: the pattern does not match the shell that runs pkill.
+                let _ = self
+                    .ssh_command()
+                    .arg(format!("pkill -INT -f 'weft-compare[.]{tag}'"))
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .process_group(0)
+                    .status();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let (stdout, stderr) = (out_reader.join().unwrap_or_default(), err_reader.join().unwrap_or_default());
+        if !status.success() {
+            let err = String::from_utf8_lossy(&stderr);
             return Err(format!("machine {}: {}", self.name, err.trim().lines().collect::<Vec<_>>().join(" | ")));
         }
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = String::from_utf8_lossy(&stdout);
         let mut files = std::collections::BTreeMap::new();
         for part in text.split(FILE_MARK).skip(1) {
             let (name, body) = part.split_once('\n').unwrap_or((part, ""));
@@ -116,11 +164,14 @@ impl Machine {
 
 /// Runs the cells of a comparison matrix on `machines`, each machine one
 /// cell at a time, and returns the cells in the order of `cells`.
+/// Once `interrupt` is set no cell starts, and the running ones return
+/// what they have.
 pub fn compare_on(
     machines: &[Machine],
     local_weft: &Path,
     args: &[RemoteArg],
     cells: &[RemoteCell],
+    interrupt: Option<&std::sync::atomic::AtomicBool>,
 ) -> Vec<crate::experiment::report::CompareCell> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<Vec<Option<crate::experiment::report::CompareCell>>> =
@@ -132,8 +183,11 @@ pub fn compare_on(
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(c) = cells.get(i) else { break };
+                if interrupt.is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) {
+                    break;
+                }
                 let outcome = m
-                    .run_compare_cell(local_weft, args, c)
+                    .run_compare_cell(local_weft, args, c, interrupt)
                     .map(|(summary, wall)| crate::experiment::RunOutcome {
                         truncated: summary.incomplete.is_some(),
                         summary,
