@@ -1248,15 +1248,9 @@ ip link del wmb$T 2>/dev/null; true"#;
 
 /// emu-node processes (not ssh clients) whose command line holds `what`.
 fn emu_nodes_with(what: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
+    processes_with(what)
         .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| String::from_utf8_lossy(&c).into_owned()).unwrap_or_default();
-            comm.trim() == "emu-node" && cmd.contains(what)
-        })
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim() == "emu-node")
         .collect()
 }
 
