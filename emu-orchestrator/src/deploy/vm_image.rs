@@ -95,7 +95,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> VmImageError {
 }
 
 fn run(cmd: &mut Command) -> Result<String, VmImageError> {
-    let shown = format!("{cmd:?}");
+    let shown = shown(cmd);
     let out = cmd.output().map_err(|e| VmImageError::Command { cmd: shown.clone(), detail: e.to_string() })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -105,6 +105,45 @@ fn run(cmd: &mut Command) -> Result<String, VmImageError> {
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A command as an error shows it: the program and its first arguments,
+/// then how many more (a download names some 80 packages).
+fn shown(cmd: &Command) -> String {
+    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in args.iter().take(4) {
+        s += " ";
+        s += a;
+    }
+    if args.len() > 4 {
+        s += &format!(" ... ({} more arguments)", args.len() - 4);
+    }
+    s
+}
+
+/// Whether apt failed because its package lists are older than the
+/// archive (the versions they name are gone from the mirror).
+fn stale_lists(e: &VmImageError) -> bool {
+    matches!(e, VmImageError::Command { detail, .. }
+        if ["Can't find a source to download", "Unable to locate package", "404  Not Found", "Failed to fetch"].iter().any(|m| detail.contains(m)))
+}
+
+/// Runs `download`; if it failed because apt's lists are stale, runs
+/// `refresh` (`apt-get update`) and `download` once more.
+fn download_refreshing(
+    download: &mut dyn FnMut() -> Result<String, VmImageError>,
+    refresh: &mut dyn FnMut() -> Result<String, VmImageError>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<String, VmImageError> {
+    match download() {
+        Err(e) if stale_lists(&e) => {
+            progress("apt's package lists are older than the archive: running apt-get update, then downloading again");
+            refresh()?;
+            download()
+        }
+        r => r,
+    }
 }
 
 /// What a build made.
@@ -164,7 +203,11 @@ pub fn build(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<VmImage, VmIm
     pkgs.dedup();
     pkgs.push(kernel_pkg.clone());
     progress(&format!("downloading {} Debian packages (about 90 MB) with apt-get download", pkgs.len()));
-    run(Command::new("apt-get").arg("download").args(&pkgs).current_dir(&debs))?;
+    download_refreshing(
+        &mut || run(Command::new("apt-get").arg("download").args(&pkgs).current_dir(&debs)),
+        &mut || run(Command::new("apt-get").args(["update", "-qq"])),
+        progress,
+    )?;
     progress("unpacking them with dpkg-deb -x");
     let mut n = 0;
     for e in std::fs::read_dir(&debs).map_err(io("reading the downloaded packages"))?.flatten() {
@@ -478,5 +521,47 @@ mod tests {
         let at = text.find("init\0").unwrap();
         let header = &text[at - 110..at];
         assert_eq!(&header[14..22], "000081ed", "{header}");
+    }
+
+    #[test]
+    fn a_stale_package_list_is_refreshed_once_and_a_long_command_is_shown_short() {
+        let stale = || VmImageError::Command {
+            cmd: "apt-get download".into(),
+            detail: "E: Can't find a source to download version '10.42-1+deb12u1' of 'libpcre2-8-0:amd64'".into(),
+        };
+        let (mut tries, mut updates) = (0, 0);
+        let r = download_refreshing(
+            &mut || {
+                tries += 1;
+                if tries == 1 {
+                    Err(stale())
+                } else {
+                    Ok(String::new())
+                }
+            },
+            &mut || {
+                updates += 1;
+                Ok(String::new())
+            },
+            &mut |_| {},
+        );
+        assert!(r.is_ok() && tries == 2 && updates == 1);
+        // Another failure is not retried.
+        let (mut tries, mut updates) = (0, 0);
+        let r = download_refreshing(
+            &mut || {
+                tries += 1;
+                Err(VmImageError::Command { cmd: "x".into(), detail: "E: disk full".into() })
+            },
+            &mut || {
+                updates += 1;
+                Ok(String::new())
+            },
+            &mut |_| {},
+        );
+        assert!(r.is_err() && tries == 1 && updates == 0);
+        let mut c = Command::new("apt-get");
+        c.arg("download").args((0..84).map(|i| format!("pkg{i}")));
+        assert_eq!(shown(&c), "apt-get download pkg0 pkg1 pkg2 ... (81 more arguments)");
     }
 }
