@@ -1185,7 +1185,12 @@ struct Machines {
 
 impl Machines {
     fn new(mtu: u32) -> Machines {
-        let tag = format!("{}", std::process::id() % 1000);
+        // Names unique per instance: the kernel removes a deleted
+        // namespace's devices asynchronously, so the next test's
+        // machines must not reuse the last one's names.
+        static INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+        let tag = format!("{}{n}", std::process::id() % 1000);
         let dir = std::env::temp_dir().join(format!("weft-machines-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("machines dir");
