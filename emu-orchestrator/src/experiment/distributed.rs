@@ -100,23 +100,7 @@ pub async fn run_distributed(
     if let Some((link, path, count)) = &capture {
         rt.capture(*link, path, *count)?;
     }
-    let mut idle_rounds = 0;
-    let mut truncated = false;
-    loop {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let now = rt.scheduler().now();
-        let r = rt.report().await;
-        progress(now, r.actors.iter().map(|a| a.rx_frames).sum());
-        let idle = now > 0 && r.actors.iter().all(|a| a.idle) && rt.scheduler().pending() == 0;
-        idle_rounds = if idle { idle_rounds + 1 } else { 0 };
-        if idle_rounds >= 3 {
-            break;
-        }
-        if now >= until {
-            truncated = true;
-            break;
-        }
-    }
+    let truncated = run_until_idle(&rt, until, progress).await;
     let end = rt.scheduler().now();
     let local = rt.report().await;
     let mut transport_lost: u64 = local.transport.iter().map(|t| t.seq.lost).sum();
@@ -157,4 +141,30 @@ pub async fn run_distributed(
     ep.close(0u32.into(), b"done");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(DistributedRun { hosts, switches, truncated, end, transport_lost })
+}
+
+/// Waits while the real-time fabric of `rt` runs, reporting progress every
+/// 20 ms: until three reports in a row find every actor idle and no timer
+/// pending (`false`), or the fabric clock reaches `until` (`true`:
+/// truncated).
+pub(crate) async fn run_until_idle(
+    rt: &emu_node::runtime::ProcessRuntime,
+    until: emu_node::time::Nanos,
+    progress: &mut dyn FnMut(emu_node::time::Nanos, u64),
+) -> bool {
+    let mut idle_rounds = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = rt.scheduler().now();
+        let r = rt.report().await;
+        progress(now, r.actors.iter().map(|a| a.rx_frames).sum());
+        let idle = now > 0 && r.actors.iter().all(|a| a.idle) && rt.scheduler().pending() == 0;
+        idle_rounds = if idle { idle_rounds + 1 } else { 0 };
+        if idle_rounds >= 3 {
+            return false;
+        }
+        if now >= until {
+            return true;
+        }
+    }
 }

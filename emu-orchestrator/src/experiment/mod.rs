@@ -938,23 +938,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         if let (Some(i), Some((_, path, count))) = (capture_link, &rt_opts.capture) {
             p.capture(emu_node::ids::LinkId(i as u32), path, *count)?;
         }
-        let mut idle_rounds = 0;
-        let mut truncated = false;
-        loop {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let now = p.scheduler().now();
-            let r = p.report().await;
-            progress(now, r.actors.iter().map(|a| a.rx_frames).sum());
-            let idle = now > 0 && r.actors.iter().all(|a| a.idle) && p.scheduler().pending() == 0;
-            idle_rounds = if idle { idle_rounds + 1 } else { 0 };
-            if idle_rounds >= 3 {
-                break;
-            }
-            if now >= opts.until {
-                truncated = true;
-                break;
-            }
-        }
+        let truncated = crate::experiment::distributed::run_until_idle(&p, opts.until, progress).await;
         let end = p.scheduler().now();
         let mut nodes = p.shutdown().await;
         nodes.sort_by_key(|(id, _)| *id);
