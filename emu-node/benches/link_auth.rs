@@ -16,7 +16,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("link_datagram");
     for len in [64usize, 1500, 9000] {
         let frame = vec![0xabu8; len];
-        let h = LinkHeader { dir: 1, fabric: 7, link: 3, seq: 0, due: 1_000_000 };
+        let h = LinkHeader { dir: 1, fabric: 7, link: 3, seq: 0, due: 1_000_000, sent: 990_000 };
         let mut buf = Vec::with_capacity(len + 64);
         g.throughput(Throughput::Bytes(len as u64));
         g.bench_with_input(BenchmarkId::new("header_only", len), &len, |b, _| {

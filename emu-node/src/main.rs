@@ -62,6 +62,11 @@ fn main() -> ExitCode {
     if let Some(ns) = std::env::var("WEFT_TEST_CLOCK_OFFSET_NS").ok().and_then(|v| v.parse::<i64>().ok()) {
         emu_node::clock::set_test_offset(ns);
     }
+    // Tests of the underlay measurement delay every link datagram this
+    // process receives, as a slower network would.
+    if let Some(ns) = std::env::var("WEFT_TEST_UNDERLAY_DELAY_NS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        emu_node::link::remote::set_test_underlay_delay(ns);
+    }
     let token = if args.token_stdin {
         let mut line = String::new();
         let _ = std::io::stdin().read_line(&mut line);

@@ -504,6 +504,32 @@ pub fn status(json: bool) -> Result<()> {
         }
     }
     println!("links: {}", r.links.join(" "));
+    if !r.cut_links.is_empty() {
+        println!(
+            "links cut between processes (one-way delay since the start: configured, the underlay's smallest/mean, achieved on average):"
+        );
+        let us = |ns: u64| format!("{:.1}us", ns as f64 / 1e3);
+        for c in &r.cut_links {
+            let underlay = match (c.underlay_min_ns, c.underlay_mean_ns) {
+                (Some(min), Some(mean)) => format!("{}/{}", us(min), us(mean)),
+                _ => "-".into(),
+            };
+            println!(
+                "  {:<14} {:<16} {} -> {}: configured {}, underlay {underlay}, achieved {}, {} of {} frames late",
+                c.link,
+                c.direction,
+                c.from,
+                c.to,
+                us(c.configured_ns),
+                us(c.achieved_mean_ns),
+                c.late,
+                c.frames
+            );
+        }
+        for w in r.cut_links.iter().filter_map(|c| c.warning()) {
+            println!("warning: {w}");
+        }
+    }
     if let Some(st) = &st {
         for (p, url) in &st.metrics {
             println!("metrics: {url} (emu-node {p})");

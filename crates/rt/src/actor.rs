@@ -401,7 +401,7 @@ impl NodeActorState {
                 self.sched.at(due, Box::new(move |_| nic.write(frame)));
             }
             Egress::Remote(r) => {
-                let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due };
+                let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due, sent: self.sched.now() };
                 if r.send_batched(h, &t.frame, &mut self.udp_batch).is_err() {
                     self.report.send_errors += 1;
                 }

@@ -24,7 +24,7 @@ pub const MAX_HELLO: usize = 4 << 10;
 /// How long a new control connection may take to send its Hello.
 pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Protocol version (Hello carries it).
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Control-channel errors.
 #[derive(Debug, thiserror::Error)]

@@ -15,6 +15,8 @@
 //! after all of them are gone; an emu-node that dies is reported with its
 //! links within 2 s.
 
+pub mod cut_links;
+
 use crate::cluster::launch::{await_running, launch, refuse_latecomer, Conns, ExternalNodes, Launched, PlanBase};
 use crate::cluster::state::{alive, read_state, remove_leftovers, socket_file, teardown_async, write_state, FabricState, HostAccess};
 use crate::cluster::{io, FabricError};
@@ -175,6 +177,10 @@ pub struct Response {
     pub links: Vec<String>,
     /// Events so far (deaths).
     pub events: Vec<String>,
+    /// Links cut between processes: configured, underlay and achieved
+    /// delay per direction (status).
+    #[serde(default)]
+    pub cut_links: Vec<cut_links::CutLinkStatus>,
 }
 
 /// Sends a request to the running orchestrator.
@@ -212,6 +218,10 @@ pub(crate) struct Live {
     events: Arc<Mutex<Vec<String>>>,
     /// Links flapping now (`weft link LINK flap PERIOD`), by link.
     flaps: Mutex<BTreeMap<LinkId, tokio::task::JoinHandle<()>>>,
+    /// Link delays changed since the start (`weft link LINK delay`), ns.
+    delays: Mutex<BTreeMap<LinkId, u64>>,
+    /// Where each process runs, in words (a machine's name, or `emu-node P`).
+    places: BTreeMap<u32, String>,
 }
 
 /// What `weft up` prints once the fabric runs.
@@ -441,6 +451,12 @@ async fn run_fabric(
         fabric,
         events: Arc::new(Mutex::new(launched_events)),
         flaps: Mutex::default(),
+        delays: Mutex::default(),
+        places: state
+            .processes
+            .keys()
+            .map(|&p| (p, state.machines.get(&p).map_or(format!("emu-node {p}"), |m| m.machine.name.clone())))
+            .collect(),
     });
     let sock = socket_file(&dir);
     let _ = std::fs::remove_file(&sock);
@@ -640,11 +656,11 @@ async fn serve_client(
 }
 
 pub(crate) fn ok(message: String) -> Response {
-    Response { ok: true, message, processes: vec![], links: vec![], events: vec![] }
+    Response { ok: true, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![] }
 }
 
 pub(crate) fn fail(message: String) -> Response {
-    Response { ok: false, message, processes: vec![], links: vec![], events: vec![] }
+    Response { ok: false, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![] }
 }
 
 pub(crate) fn link_by_name(f: &FabricSpec, name: &str) -> Option<LinkId> {
@@ -715,6 +731,9 @@ async fn push_link_change(live: &Live, id: LinkId, change: LinkChange) -> Result
             let mut tx = n.tx.lock().await;
             control::send(&mut tx, &ToNode::SetLink { link: id, change }).await.map_err(|e| format!("emu-node {p}: {e}"))?;
         }
+    }
+    if let (LinkChange::Delay(d), Ok(mut delays)) = (change, live.delays.lock()) {
+        delays.insert(id, d);
     }
     Ok(())
 }
@@ -828,10 +847,15 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
                         report: n.report.lock().ok().and_then(|r| r.clone()),
                     }
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            let reports: BTreeMap<u32, ProcessReport> =
+                processes.iter().filter_map(|p: &ProcessStatus| Some((p.process, p.report.clone()?))).collect();
+            let delays = live.delays.lock().map(|d| d.clone()).unwrap_or_default();
+            let place = |p: u32| live.places.get(&p).cloned().unwrap_or_else(|| format!("emu-node {p}"));
             Response {
                 ok: true,
                 message: String::new(),
+                cut_links: cut_links::cut_links(f, &reports, &delays, place),
                 processes,
                 links: f.links.iter().map(|l| l.name.clone()).collect(),
                 events: live.events.lock().map(|e| e.clone()).unwrap_or_default(),

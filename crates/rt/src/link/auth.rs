@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn a_sealed_datagram_opens_and_any_change_or_another_key_does_not() {
         let mut d = Vec::new();
-        crate::link::header::LinkHeader { dir: 1, fabric: 9, link: 4, seq: 77, due: 5 }.emit(b"a frame of some bytes", &mut d);
+        crate::link::header::LinkHeader { dir: 1, fabric: 9, link: 4, seq: 77, due: 5, sent: 0 }.emit(b"a frame of some bytes", &mut d);
         let clear = d.clone();
         key(1).seal(&mut d);
         assert_eq!(d.len(), clear.len() + TAG_LEN);

@@ -2,10 +2,10 @@
 //! besides its own wire bytes (docs/REALTIME.md).
 //!
 //! ```text
-//!  0      2    3    4          8          12                 20                 28
-//! +------+----+----+----------+----------+------------------+------------------+-----------
-//! | 'WF' | v1 |dir | fabric   | link id  | sequence (u64)   | due (u64, ns)    | Ethernet
-//! +------+----+----+----------+----------+------------------+------------------+ frame...
+//!  0      2    3    4          8          12                 20                 28                 36
+//! +------+----+----+----------+----------+------------------+------------------+------------------+-----------
+//! | 'WF' | v3 |dir | fabric   | link id  | sequence (u64)   | due (u64, ns)    | sent (u64, ns)   | Ethernet
+//! +------+----+----+----------+----------+------------------+------------------+------------------+ frame...
 //! ```
 //!
 //! `dir` is 0 for frames from the link's `a` end to its `b` end, 1 for the
@@ -15,18 +15,20 @@
 //! and reordering apart from drops the emulated fabric makes. `due` is the
 //! fabric time (see [`crate::clock`]) at which the frame's last bit reaches
 //! the far end: departure + serialization + propagation delay, computed by
-//! the sending port. All fields big-endian. The view checks its length
+//! the sending port. `sent` is the fabric time the sender handed the
+//! datagram to the network, so the receiver measures the underlay's
+//! one-way latency (arrival − sent) of every frame. All fields big-endian. The view checks its length
 //! before any access (smoltcp style); nothing here panics on bad input.
 //! On the wire every datagram ends with the tag of [`super::auth`] (not part
 //! of what [`LinkHeader::parse`] sees: the receiver strips it once it has
-//! checked it). Version 2: version 1 had no tag.
+//! checked it). Version 3: version 2 had no `sent`, version 1 no tag.
 
 /// Length of the header.
-pub const HEADER_LEN: usize = 28;
+pub const HEADER_LEN: usize = 36;
 /// Magic bytes "WF".
 pub const MAGIC: u16 = 0x5746;
 /// Version.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
 /// Why a datagram is not a weft link frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -34,8 +36,8 @@ pub enum HeaderError {
     /// Shorter than the header plus an Ethernet header.
     #[error("datagram of {0} bytes is too short")]
     Truncated(usize),
-    /// Not "WF" v2.
-    #[error("not a weft v2 link frame")]
+    /// Not "WF" v3.
+    #[error("not a weft v3 link frame")]
     BadMagic,
 }
 
@@ -52,6 +54,8 @@ pub struct LinkHeader {
     pub seq: u64,
     /// Fabric time the frame is due at the far end.
     pub due: u64,
+    /// Fabric time the sender handed it to the network.
+    pub sent: u64,
 }
 
 impl LinkHeader {
@@ -65,7 +69,7 @@ impl LinkHeader {
         if u16::from_be_bytes([buf[0], buf[1]]) != MAGIC || buf[2] != VERSION {
             return Err(HeaderError::BadMagic);
         }
-        let h = LinkHeader { dir: buf[3], fabric: u32_at(4), link: u32_at(8), seq: u64_at(12), due: u64_at(20) };
+        let h = LinkHeader { dir: buf[3], fabric: u32_at(4), link: u32_at(8), seq: u64_at(12), due: u64_at(20), sent: u64_at(28) };
         Ok((h, &buf[HEADER_LEN..]))
     }
 
@@ -80,6 +84,7 @@ impl LinkHeader {
         out.extend_from_slice(&self.link.to_be_bytes());
         out.extend_from_slice(&self.seq.to_be_bytes());
         out.extend_from_slice(&self.due.to_be_bytes());
+        out.extend_from_slice(&self.sent.to_be_bytes());
         out.extend_from_slice(frame);
     }
 }
@@ -129,7 +134,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_rejects() {
-        let h = LinkHeader { dir: 1, fabric: 0xdead_beef, link: 7, seq: u64::MAX - 1, due: 123_456_789_012 };
+        let h = LinkHeader { dir: 1, fabric: 0xdead_beef, link: 7, seq: u64::MAX - 1, due: 123_456_789_012, sent: 123_456_000_000 };
         let frame = [0xaau8; 60];
         let mut buf = Vec::new();
         h.emit(&frame, &mut buf);

@@ -226,6 +226,9 @@ pub struct Inbound {
     pub seq: Mutex<(SequenceTracker, ReplayWindow)>,
     /// Frames that arrived after their due time, and by how much in sum.
     pub late: (AtomicU64, AtomicU64),
+    /// The underlay's one-way latency (arrival − the header's `sent`):
+    /// smallest and sum over the frames received, ns.
+    pub transit: (AtomicU64, AtomicU64),
 }
 
 /// Transport health of one link direction (`weft status`).
@@ -241,6 +244,27 @@ pub struct TransportReport {
     pub late: u64,
     /// Sum of their lateness, ns.
     pub late_ns: u64,
+    /// The underlay's one-way latency, smallest over the frames received
+    /// (`u64::MAX`: none yet), ns.
+    #[serde(default)]
+    pub transit_min_ns: u64,
+    /// Its sum over the frames received (`seq.received`), ns.
+    #[serde(default)]
+    pub transit_sum_ns: u64,
+}
+
+impl TransportReport {
+    /// The underlay's one-way latency of this direction: (smallest, mean),
+    /// ns, once a frame crossed.
+    pub fn underlay_ns(&self) -> Option<(u64, u64)> {
+        (self.seq.received > 0 && self.transit_min_ns != u64::MAX).then(|| (self.transit_min_ns, self.transit_sum_ns / self.seq.received))
+    }
+    /// The delay frames of this direction achieved on average, given the
+    /// configured one: a frame is held until its due time, or handed on at
+    /// once when it arrived later, ns.
+    pub fn achieved_delay_ns(&self, configured_ns: u64) -> u64 {
+        configured_ns + self.late_ns.checked_div(self.seq.received).unwrap_or(0)
+    }
 }
 
 /// All incoming link directions of a process.
@@ -272,7 +296,8 @@ impl InboundTable {
     }
     /// Registers an incoming direction.
     pub fn insert(&mut self, link: u32, dir: u8, inbox: InboxSender, port: PortId) {
-        self.map.insert((link, dir), Inbound { inbox, port, seq: Mutex::default(), late: Default::default() });
+        let transit = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
+        self.map.insert((link, dir), Inbound { inbox, port, seq: Mutex::default(), late: Default::default(), transit });
     }
     /// Handles one received datagram: header, fabric tag, the seal (opened
     /// in place), link, replay, then delivery when due.
@@ -308,6 +333,11 @@ impl InboundTable {
         let (inbox, port, due) = (inb.inbox.clone(), inb.port, h.due);
         let frame = BytesMut::from(frame);
         let now = sched.now();
+        // Clocks are synchronised within the offset estimate's uncertainty:
+        // a frame seemingly received before it was sent counts as 0.
+        let transit = now.saturating_sub(h.sent);
+        inb.transit.0.fetch_min(transit, Ordering::Relaxed);
+        inb.transit.1.fetch_add(transit, Ordering::Relaxed);
         if due <= now {
             self.late.fetch_add(1, Ordering::Relaxed);
             inb.late.0.fetch_add(1, Ordering::Relaxed);
@@ -346,6 +376,8 @@ impl InboundTable {
                 seq: i.seq.lock().map(|s| s.0).unwrap_or_default(),
                 late: i.late.0.load(Ordering::Relaxed),
                 late_ns: i.late.1.load(Ordering::Relaxed),
+                transit_min_ns: i.transit.0.load(Ordering::Relaxed),
+                transit_sum_ns: i.transit.1.load(Ordering::Relaxed),
             })
             .collect();
         v.sort_by_key(|r| (r.link, r.dir));
@@ -353,11 +385,33 @@ impl InboundTable {
     }
 }
 
+static TEST_UNDERLAY_NS: AtomicU64 = AtomicU64::new(0);
+
+/// For tests of the underlay measurement only: every link datagram this
+/// process receives is handed over `ns` later, as a slower network would
+/// (where the kernel has no `netem` qdisc to delay the test machines'
+/// network). emu-node sets it from `WEFT_TEST_UNDERLAY_DELAY_NS`.
+pub fn set_test_underlay_delay(ns: u64) {
+    TEST_UNDERLAY_NS.store(ns, Ordering::Relaxed);
+}
+
+/// Hands a received datagram to `table`, after the test-only underlay
+/// delay when one is set.
+fn receive(table: &Arc<InboundTable>, sched: &DeadlineScheduler, datagram: &mut [u8]) {
+    let extra = TEST_UNDERLAY_NS.load(Ordering::Relaxed);
+    if extra == 0 {
+        table.deliver(sched, datagram);
+        return;
+    }
+    let (table, s, mut d) = (table.clone(), sched.clone(), datagram.to_vec());
+    sched.at(sched.now() + extra, Box::new(move |_| table.deliver(&s, &mut d)));
+}
+
 /// Receives datagrams on a UDP socket until it fails.
 pub async fn run_udp_receiver(socket: Arc<tokio::net::UdpSocket>, table: Arc<InboundTable>, sched: DeadlineScheduler) {
     let mut buf = vec![0u8; 65536];
     while let Ok((n, _)) = socket.recv_from(&mut buf).await {
-        table.deliver(&sched, &mut buf[..n]);
+        receive(&table, &sched, &mut buf[..n]);
     }
 }
 
@@ -365,7 +419,7 @@ pub async fn run_udp_receiver(socket: Arc<tokio::net::UdpSocket>, table: Arc<Inb
 pub async fn run_quic_receiver(conn: quinn::Connection, table: Arc<InboundTable>, sched: DeadlineScheduler) {
     while let Ok(d) = conn.read_datagram().await {
         // quinn's datagrams are shared buffers: opened in a copy.
-        table.deliver(&sched, &mut d.to_vec());
+        receive(&table, &sched, &mut d.to_vec());
     }
 }
 
@@ -383,7 +437,7 @@ mod tests {
         // More than one sendmmsg call's worth, of different sizes.
         let frames: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 60 + i as usize]).collect();
         for f in &frames {
-            let h = LinkHeader { dir: 1, fabric: 0, link: 3, seq: 0, due: 1000 };
+            let h = LinkHeader { dir: 1, fabric: 0, link: 3, seq: 0, due: 1000, sent: 0 };
             sender.send_batched(h, f, &mut batch).unwrap();
         }
         assert_eq!(batch.len(), 100);
@@ -397,7 +451,7 @@ mod tests {
             assert_eq!(frame, &f[..]);
         }
         // A lone datagram takes the plain path.
-        sender.send_batched(LinkHeader { dir: 0, fabric: 0, link: 1, seq: 0, due: 5 }, &[9u8; 64], &mut batch).unwrap();
+        sender.send_batched(LinkHeader { dir: 0, fabric: 0, link: 1, seq: 0, due: 5, sent: 0 }, &[9u8; 64], &mut batch).unwrap();
         assert_eq!(batch.flush(), 0);
         let n = rx.recv(&mut buf).await.unwrap();
         assert_eq!(LinkHeader::parse(key.open(&mut buf[..n]).unwrap()).unwrap().1, &[9u8; 64][..]);
@@ -430,7 +484,7 @@ mod tests {
         let genuine = RemoteSender::udp(9, key.clone(), tx.clone(), to);
         let copy = RemoteSender::udp(9, key.clone(), tx.clone(), tap.local_addr().unwrap());
         let frame = [0xabu8; 60];
-        let h = LinkHeader { dir: 0, fabric: 0, link: 4, seq: 0, due: 0 };
+        let h = LinkHeader { dir: 0, fabric: 0, link: 4, seq: 0, due: 0, sent: 0 };
         let mut scratch = Vec::new();
         for _ in 0..3 {
             tx.writable().await.unwrap();
@@ -450,7 +504,7 @@ mod tests {
         seq_bumped[19] = 77; // a fresh sequence number, tag kept
         attacker.send_to(&seq_bumped, to).await.unwrap();
         let mut other = Vec::new();
-        LinkHeader { dir: 0, fabric: 9, link: 4, seq: 50, due: 0 }.emit(&frame, &mut other);
+        LinkHeader { dir: 0, fabric: 9, link: 4, seq: 50, due: 0, sent: 0 }.emit(&frame, &mut other);
         LinkKey::new(&LinkSecret([6; 32])).seal(&mut other);
         attacker.send_to(&other, to).await.unwrap(); // another fabric's key
         attacker.send_to(&captured[..HEADER_LEN + 3], to).await.unwrap(); // truncated

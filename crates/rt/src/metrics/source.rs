@@ -66,6 +66,10 @@ impl MetricsSource {
             set.counter("weft_link_transport_reordered_total", &lab, t.seq.reordered);
             set.counter("weft_link_pacing_late_total", &lab, t.late);
             set.counter_f64("weft_link_pacing_lag_seconds_total", &lab, t.late_ns as f64 * 1e-9);
+            set.counter_f64("weft_link_underlay_seconds_total", &lab, t.transit_sum_ns as f64 * 1e-9);
+            if let Some((min, _)) = t.underlay_ns() {
+                set.gauge("weft_link_underlay_min_seconds", &lab, min as f64 * 1e-9);
+            }
         }
         for (host, c) in &self.taps {
             let l = [("host", host.as_str())];
