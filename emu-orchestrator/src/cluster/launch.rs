@@ -238,7 +238,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             Some(m) => {
                 // emu-node on the machine over ssh; the token on ssh's stdin.
                 let ctl = std::net::SocketAddr::new(local_addr_toward(m.bind).unwrap_or(ctl_addr.ip()), ctl_addr.port());
-                let mut cmd: tokio::process::Command = m.ssh_command().into();
+                let mut cmd: tokio::process::Command = m.ssh_command_lasting(emu_node::link::quic::OUTAGE_GRACE).into();
                 let mut child = cmd
                     .arg(m.emu_node_path(emu))
                     .args(["--control", &ctl.to_string(), "--pin", &identity.pin(), "--process", &p.to_string()])

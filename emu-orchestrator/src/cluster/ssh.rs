@@ -20,10 +20,18 @@ impl Machine {
 
     /// `ssh` and its options to run a command on this machine (without the
     /// command): no password prompts, a 5 s connection timeout, keep-alives
-    /// so a lost machine is noticed.
+    /// so a lost machine is noticed within 3 s.
     pub fn ssh_command(&self) -> Command {
+        self.ssh_command_lasting(std::time::Duration::from_secs(3))
+    }
+
+    /// [`Machine::ssh_command`] for a session that survives `grace` of
+    /// silence from the machine (an emu-node's session: an underlay outage
+    /// shorter than the fabric's grace does not end it).
+    pub fn ssh_command_lasting(&self, grace: std::time::Duration) -> Command {
         let mut c = Command::new("ssh");
-        c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=3"]);
+        let count = format!("ServerAliveCountMax={}", grace.as_secs().max(1));
+        c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=1", "-o", &count]);
         if let Some(u) = &self.user {
             c.args(["-l", u]);
         }

@@ -208,6 +208,8 @@ struct NodeConn {
     pid: u32,
     tx: tokio::sync::Mutex<quinn::SendStream>,
     report: Mutex<Option<ProcessReport>>,
+    /// When the last report came (every 500 ms while the node answers).
+    last_report: Mutex<std::time::Instant>,
     dead: Mutex<Option<String>>,
     capture: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<bool>>>,
 }
@@ -468,9 +470,17 @@ async fn run_fabric(
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
     let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<DownAck>();
     let mut reported_dead = std::collections::BTreeSet::new();
+    let mut silent = SilenceWatch::default();
+    let mut silence_tick = tokio::time::interval(Duration::from_millis(250));
     let mut down_ack = None;
     loop {
         tokio::select! {
+            _ = silence_tick.tick() => {
+                for msg in silent.check(&live, &reported_dead) {
+                    eprintln!("weft: {msg}");
+                    if let Ok(mut ev) = live.events.lock() { ev.push(msg); }
+                }
+            }
             a = listener.accept() => {
                 if let Ok((s, _)) = a {
                     let live = live.clone();
@@ -540,6 +550,7 @@ fn watch_nodes(
             pid: state.processes.get(&p).copied().unwrap_or(0),
             tx: tokio::sync::Mutex::new(tx),
             report: Mutex::new(None),
+            last_report: Mutex::new(std::time::Instant::now()),
             dead: Mutex::new(None),
             capture: tokio::sync::Mutex::new(None),
         });
@@ -551,6 +562,9 @@ fn watch_nodes(
                     Ok(ToOrchestrator::Report(r)) => {
                         if let Ok(mut g) = nc.report.lock() {
                             *g = Some(*r);
+                        }
+                        if let Ok(mut t) = nc.last_report.lock() {
+                            *t = std::time::Instant::now();
                         }
                     }
                     Ok(ToOrchestrator::CaptureStarted(b)) => {
@@ -592,6 +606,49 @@ fn watch_nodes(
         });
     }
     nodes
+}
+
+/// A node silent longer than this (it reports every 500 ms) is reported.
+const SILENT_AFTER: Duration = Duration::from_secs(2);
+
+/// Nodes that stopped reporting without dying: their machine, or the
+/// network to it, does not answer. Reported once when they fall silent and
+/// once when they answer again; the QUIC connections and ssh sessions last
+/// [`emu_node::link::quic::OUTAGE_GRACE`], so an outage shorter than that
+/// is survived and the fabric goes on.
+#[derive(Default)]
+struct SilenceWatch {
+    /// Silent nodes and when their last report came.
+    since: BTreeMap<u32, std::time::Instant>,
+}
+
+impl SilenceWatch {
+    fn check(&mut self, live: &Live, dead: &std::collections::BTreeSet<u32>) -> Vec<String> {
+        let mut events = Vec::new();
+        for (&p, n) in &live.nodes {
+            let Ok(last) = n.last_report.lock().map(|t| *t) else { continue };
+            let place = live.places.get(&p).filter(|m| !m.starts_with("emu-node ")).map_or(String::new(), |m| format!(" (machine {m})"));
+            match self.since.get(&p).copied() {
+                None if !dead.contains(&p) && last.elapsed() > SILENT_AFTER => {
+                    self.since.insert(p, last);
+                    events.push(format!(
+                        "emu-node {p}{place} silent: no report for {} s; its machine or the network to it does not answer, and its links carry nothing meanwhile (given up after {} s)",
+                        SILENT_AFTER.as_secs(),
+                        emu_node::link::quic::OUTAGE_GRACE.as_secs()
+                    ));
+                }
+                Some(before) if last > before => {
+                    self.since.remove(&p);
+                    events.push(format!(
+                        "emu-node {p}{place} answers again after {:.1} s of silence",
+                        last.duration_since(before).as_secs_f64()
+                    ));
+                }
+                _ => {}
+            }
+        }
+        events
+    }
 }
 
 /// Orderly stop: asks every node to stop and gives them 3 s (the caller

@@ -68,19 +68,24 @@ pub fn link_transport_for(udp_payload: u16) -> Arc<quinn::TransportConfig> {
     t.datagram_send_buffer_size(64 << 20);
     t.keep_alive_interval(Some(Duration::from_millis(500)));
     t.enable_segmentation_offload(false);
-    t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(5000))));
+    t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(OUTAGE_GRACE.as_millis() as u32))));
     Arc::new(t)
 }
 
+/// How long a peer may not answer at all before a QUIC connection to it (a
+/// link's, the control channel's) ends: an underlay outage shorter than
+/// this is survived, and the fabric goes on when the network comes back. A
+/// dead process is noticed sooner by its exit (the orchestrator watches its
+/// children and ssh sessions), and a silent one is reported after 2 s by
+/// the orchestrator.
+pub const OUTAGE_GRACE: Duration = Duration::from_secs(30);
+
 /// Transport settings of the control channel (streams, defaults, keep-alive
-/// so a dead peer is noticed within 2 s).
+/// every 300 ms, idle timeout [`OUTAGE_GRACE`]).
 pub fn control_transport() -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
-    // A dead process is noticed by its exit (the orchestrator watches its
-    // children), so the idle timeout only has to cover a peer that is alive
-    // but stalled, e.g. on a loaded machine: generous.
     t.keep_alive_interval(Some(Duration::from_millis(300)));
-    t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(10_000))));
+    t.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(OUTAGE_GRACE.as_millis() as u32))));
     Arc::new(t)
 }
 
