@@ -214,8 +214,11 @@ async fn serve(
                     runtime.restart(node);
                 }
                 Ok(ToNode::Capture { link, path, count }) => {
-                    let started = runtime.capture(link, std::path::Path::new(&path), count).with_context(|| format!("capture to {path}"))?;
-                    control::send(tx, &ToOrchestrator::CaptureStarted(started)).await.context("control channel lost")?;
+                    let answer = match runtime.capture(link, std::path::Path::new(&path), count) {
+                        Ok(started) => ToOrchestrator::CaptureStarted(started),
+                        Err(e) => ToOrchestrator::CaptureRefused(e.to_string()),
+                    };
+                    control::send(tx, &answer).await.context("control channel lost")?;
                 }
                 Ok(ToNode::ReportNow) => {
                     let r = runtime.report().await;

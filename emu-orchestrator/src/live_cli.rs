@@ -176,7 +176,9 @@ pub struct CaptureArgs {
     /// Frames to capture (both directions).
     #[arg(long, default_value_t = 1000)]
     pub count: u64,
-    /// Wait until the capture is complete or this long (e.g. 5s).
+    /// Wait until the capture is complete or this long (e.g. 5s). A side
+    /// captured on another machine is fetched once complete, or after this
+    /// long (at least 10 s).
     #[arg(long, default_value = "0s")]
     pub wait: String,
 }
@@ -633,21 +635,58 @@ pub fn down() -> Result<()> {
 
 pub fn capture(a: CaptureArgs) -> Result<()> {
     let path = std::path::absolute(&a.pcap)?;
-    let r = live::request(
-        &emu_orchestrator::cluster::state::default_state_dir(),
-        &Request::Capture { link: a.link, path: path.display().to_string(), count: a.count },
-    )?;
+    let dir = emu_orchestrator::cluster::state::default_state_dir();
+    let r = live::request(&dir, &Request::Capture { link: a.link, path: path.display().to_string(), count: a.count })?;
     if !r.ok {
         bail!("{}", r.message);
     }
     println!("{}", r.message);
-    let wait = parse_duration(&a.wait)?;
-    if wait > 0 {
-        // The capture writes the pcap header at once; wait for the frames.
-        let until = std::time::Instant::now() + std::time::Duration::from_nanos(wait);
-        let want = 24 + a.count * 16;
-        while std::time::Instant::now() < until && std::fs::metadata(&path).map_or(0, |m| m.len()) < want {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+    let wait = std::time::Duration::from_nanos(parse_duration(&a.wait)?);
+    // The capture writes the pcap header at once, then a record (16 bytes
+    // and the frame) per frame.
+    let want = 24 + a.count * 16;
+    let until = std::time::Instant::now() + wait;
+    let st = emu_orchestrator::cluster::state::read_state(&dir);
+    let machine = |p: u32| st.as_ref().and_then(|s| s.machines.get(&p)).map(|r| r.machine.clone());
+    for c in &r.captures {
+        match machine(c.process) {
+            None => {
+                while std::time::Instant::now() < until && std::fs::metadata(&c.path).map_or(0, |m| m.len()) < want {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            }
+            Some(m) => {
+                // Fetched once complete, or after --wait (at least 10 s).
+                let until = until.max(std::time::Instant::now() + std::time::Duration::from_secs(10));
+                let quoted = emu_node::vm::shell_quote(std::slice::from_ref(&c.written));
+                loop {
+                    let size = m
+                        .ssh_command()
+                        .arg(format!("stat -c %s {quoted}"))
+                        .output()
+                        .ok()
+                        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<u64>().ok());
+                    if size.unwrap_or(0) >= want || std::time::Instant::now() >= until {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+                let out = m
+                    .ssh_command()
+                    .arg(format!("cat {quoted} && rm -f {quoted}"))
+                    .output()
+                    .with_context(|| format!("ssh to machine {}", m.name))?;
+                if !out.status.success() {
+                    bail!(
+                        "fetching {} from machine {}: {}",
+                        c.written,
+                        m.name,
+                        String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").trim()
+                    );
+                }
+                std::fs::write(&c.path, &out.stdout).with_context(|| format!("writing {}", c.path))?;
+                println!("{}: fetched from machine {} ({} bytes)", c.path, m.name, out.stdout.len());
+            }
         }
     }
     Ok(())

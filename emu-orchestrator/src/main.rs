@@ -108,9 +108,9 @@ enum Command {
         #[arg(last = true, required = true, num_args = 1..)]
         command: Vec<String>,
     },
-    /// Write a pcap of a live link (both directions), readable by tshark/Wireshark.
+    /// Write a pcap of a live link (both directions), readable by tshark/Wireshark. A link cut between two emu-nodes (processes or machines) gives a pcap per end, named after the end's node (x.leaf0.pcap, x.spine0.pcap); one written on another machine is fetched here.
     #[command(
-        after_help = "Examples:\n  weft capture leaf0-spine0 --pcap spine0.pcap --count 200 --wait 5s\n  tshark -r spine0.pcap -V -Y infiniband"
+        after_help = "Examples:\n  weft capture leaf0-spine0 --pcap spine0.pcap --count 200 --wait 5s\n  tshark -r spine0.pcap -V -Y infiniband\n  weft capture leaf0-spine0 --pcap cut.pcap --count 50   # cut link: cut.leaf0.pcap, cut.spine0.pcap"
     )]
     Capture(live_cli::CaptureArgs),
     /// Print the metric catalogue (every metric /metrics serves) as Markdown.

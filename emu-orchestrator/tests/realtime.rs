@@ -1414,6 +1414,32 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
     }
     let text = f.ok(&["status"]);
     assert!(text.contains("configured 1000.0us, underlay 3") && !text.contains("warning: link"), "{text}");
+    // A capture of a cut link: a pcap per end, the remote ones fetched.
+    let r = crossed[0];
+    let (link_name, direction) = (r["link"].as_str().unwrap_or(""), r["direction"].as_str().unwrap_or(""));
+    let (from, to) = direction.split_once("->").expect("direction");
+    let pcap = m.dir.join("cut.pcap");
+    let mut capture = Command::new(weft_bin())
+        .args(["capture", link_name, "--pcap", pcap.to_str().unwrap(), "--count", "10", "--wait", "20s"])
+        .env("WEFT_STATE_DIR", &f.dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("weft capture");
+    std::thread::sleep(Duration::from_millis(500));
+    ping_rtts(&f, "h0", "10.0.1.2", 12);
+    let out = capture.wait_with_output().expect("weft capture");
+    let out = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{out}");
+    let side = |node: &str| m.dir.join(format!("cut.{node}.pcap"));
+    let (a, b) = (pcap_frames(&side(from)), pcap_frames(&side(to)));
+    assert!(a.len() >= 10 && b.len() >= 10, "a pcap per end with the frames: {} and {} frames; {out}", a.len(), b.len());
+    let icmp = |v: &[Vec<u8>]| v.iter().filter(|fr| fr.len() > 34 && fr[12..14] == [8, 0] && fr[23] == 1).cloned().collect::<Vec<_>>();
+    assert_eq!(icmp(&a)[..5], icmp(&b)[..5], "the two ends saw the same pings");
+    assert!(out.contains("fetched from machine"), "{out}");
+    assert!(
+        !std::fs::read_dir("/tmp").unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("weft-capture.")),
+        "no file left on a machine"
+    );
     // Cut links of 100 us: slower underlay than configuration, warned.
     let mut names: Vec<&str> = crossed.iter().filter_map(|r| r["link"].as_str()).collect();
     names.dedup();
@@ -1429,6 +1455,20 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
     let prefix = f.prefix.clone();
     drop(f);
     assert_clean(&[], &prefix);
+}
+
+/// The frames of a pcap file (classic format, as `weft capture` writes).
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let d = std::fs::read(path).unwrap_or_default();
+    let mut frames = Vec::new();
+    let mut at = 24;
+    while at + 16 <= d.len() {
+        let len = u32::from_le_bytes([d[at + 8], d[at + 9], d[at + 10], d[at + 11]]) as usize;
+        let Some(f) = d.get(at + 16..at + 16 + len) else { break };
+        frames.push(f.to_vec());
+        at += 16 + len;
+    }
+    frames
 }
 
 /// A machine whose network goes down for 5 s (its bridge port down: the

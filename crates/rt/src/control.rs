@@ -93,6 +93,9 @@ pub enum ToOrchestrator {
     /// as the JSON of `summary.json`'s `switches` (that schema flattens
     /// queue counters, which bincode cannot encode).
     Finished(String),
+    /// A capture could not start (e.g. its file cannot be created); the
+    /// process goes on.
+    CaptureRefused(String),
 }
 
 /// Messages to an emu-node.

@@ -102,6 +102,7 @@ fn message_kind(m: &ToOrchestrator) -> &'static str {
         ToOrchestrator::Running => "Running",
         ToOrchestrator::Report(_) => "Report",
         ToOrchestrator::CaptureStarted(_) => "CaptureStarted",
+        ToOrchestrator::CaptureRefused(_) => "CaptureRefused",
         ToOrchestrator::Failed(_) => "Failed",
         ToOrchestrator::ClockEcho { .. } => "ClockEcho",
         ToOrchestrator::Finished(_) => "Finished",

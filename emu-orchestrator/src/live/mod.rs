@@ -181,6 +181,24 @@ pub struct Response {
     /// delay per direction (status).
     #[serde(default)]
     pub cut_links: Vec<cut_links::CutLinkStatus>,
+    /// The pcap files a capture writes, one per side of a cut link
+    /// (capture).
+    #[serde(default)]
+    pub captures: Vec<CaptureFile>,
+}
+
+/// One pcap file of `weft capture`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureFile {
+    /// The switch (or host) end it is taken at.
+    pub node: String,
+    /// The process that writes it.
+    pub process: u32,
+    /// Where that process writes it (on its machine).
+    pub written: String,
+    /// Where it belongs on this machine (the same as `written` for a local
+    /// process; `weft capture` fetches it from a machine).
+    pub path: String,
 }
 
 /// Sends a request to the running orchestrator.
@@ -211,7 +229,7 @@ struct NodeConn {
     /// When the last report came (every 500 ms while the node answers).
     last_report: Mutex<std::time::Instant>,
     dead: Mutex<Option<String>>,
-    capture: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<bool>>>,
+    capture: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<Result<bool, String>>>>,
 }
 
 pub(crate) struct Live {
@@ -569,7 +587,12 @@ fn watch_nodes(
                     }
                     Ok(ToOrchestrator::CaptureStarted(b)) => {
                         if let Some(s) = nc.capture.lock().await.take() {
-                            let _ = s.send(b);
+                            let _ = s.send(Ok(b));
+                        }
+                    }
+                    Ok(ToOrchestrator::CaptureRefused(why)) => {
+                        if let Some(s) = nc.capture.lock().await.take() {
+                            let _ = s.send(Err(why));
                         }
                     }
                     Ok(ToOrchestrator::Failed(e)) => {
@@ -622,12 +645,19 @@ struct SilenceWatch {
     since: BTreeMap<u32, std::time::Instant>,
 }
 
+impl Live {
+    /// The machine process `p` runs on, when not this one.
+    fn machine_of(&self, p: u32) -> Option<&str> {
+        self.places.get(&p).map(String::as_str).filter(|m| !m.starts_with("emu-node "))
+    }
+}
+
 impl SilenceWatch {
     fn check(&mut self, live: &Live, dead: &std::collections::BTreeSet<u32>) -> Vec<String> {
         let mut events = Vec::new();
         for (&p, n) in &live.nodes {
             let Ok(last) = n.last_report.lock().map(|t| *t) else { continue };
-            let place = live.places.get(&p).filter(|m| !m.starts_with("emu-node ")).map_or(String::new(), |m| format!(" (machine {m})"));
+            let place = live.machine_of(p).map_or(String::new(), |m| format!(" (machine {m})"));
             match self.since.get(&p).copied() {
                 None if !dead.contains(&p) && last.elapsed() > SILENT_AFTER => {
                     self.since.insert(p, last);
@@ -713,11 +743,11 @@ async fn serve_client(
 }
 
 pub(crate) fn ok(message: String) -> Response {
-    Response { ok: true, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![] }
+    Response { ok: true, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![], captures: vec![] }
 }
 
 pub(crate) fn fail(message: String) -> Response {
-    Response { ok: false, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![] }
+    Response { ok: false, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![], captures: vec![] }
 }
 
 pub(crate) fn link_by_name(f: &FabricSpec, name: &str) -> Option<LinkId> {
@@ -913,6 +943,7 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
                 ok: true,
                 message: String::new(),
                 cut_links: cut_links::cut_links(f, &reports, &delays, place),
+                captures: vec![],
                 processes,
                 links: f.links.iter().map(|l| l.name.clone()).collect(),
                 events: live.events.lock().map(|e| e.clone()).unwrap_or_default(),
@@ -922,30 +953,66 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
         Request::LinkRatePercent { link, percent } => set_link(f, live, link, Err(percent)).await,
         Request::LinkFlap { link, period_ns } => flap_link(live, link, period_ns).await,
         Request::Node { switch, change } => change_node(live, switch, change).await,
-        Request::Capture { link, path, count } => {
-            let Some(id) = link_by_name(f, &link) else {
-                return fail(format!("no link `{link}` (see `weft status` for the names)"));
-            };
-            let l = &f.links[id.index()];
-            let procs: Vec<u32> = [l.a.0, l.b.0].iter().map(|n| f.nodes[n.index()].placement).collect();
-            for p in procs {
-                let Some(n) = live.nodes.get(&p) else { continue };
-                let (tx_done, rx_done) = tokio::sync::oneshot::channel();
-                *n.capture.lock().await = Some(tx_done);
-                {
-                    let mut tx = n.tx.lock().await;
-                    if let Err(e) = control::send(&mut tx, &ToNode::Capture { link: id, path: path.clone(), count }).await {
-                        return fail(format!("emu-node {p}: {e}"));
-                    }
-                }
-                if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_secs(5), rx_done).await {
-                    return ok(format!("capturing {count} frames of {} into {path}", l.name));
-                }
-            }
-            fail(format!("no emu-node could capture {}", l.name))
-        }
+        Request::Capture { link, path, count } => capture(live, &link, &path, count).await,
         Request::Down => ok(String::new()),
     }
+}
+
+/// `weft capture LINK --pcap PATH`: a capture at the link's switch end, or
+/// for a link cut between processes one at each end (`PATH` with the end's
+/// node before the extension: `x.leaf0.pcap`, `x.spine0.pcap`). A process
+/// on another machine writes into its `/tmp`; the answer says where, and
+/// `weft capture` fetches the file.
+async fn capture(live: &Live, link: &str, path: &str, count: u64) -> Response {
+    let f = &live.fabric;
+    let Some(id) = link_by_name(f, link) else {
+        return fail(format!("no link `{link}` (see `weft status` for the names)"));
+    };
+    let l = &f.links[id.index()];
+    let (pa, pb) = (f.nodes[l.a.0.index()].placement, f.nodes[l.b.0.index()].placement);
+    let sides: Vec<(u32, &str)> = if pa == pb {
+        // The emu-node picks the switch end.
+        let switch = [l.a.0, l.b.0].into_iter().find(|n| f.nodes[n.index()].as_switch().is_some()).unwrap_or(l.a.0);
+        vec![(pa, f.nodes[switch.index()].name.as_str())]
+    } else {
+        vec![(pa, f.nodes[l.a.0.index()].name.as_str()), (pb, f.nodes[l.b.0.index()].name.as_str())]
+    };
+    let mut files = Vec::new();
+    for (p, node) in sides {
+        let Some(n) = live.nodes.get(&p) else { return fail(format!("emu-node {p}, which runs {node}, is not connected")) };
+        let here = if pa == pb { path.to_string() } else { side_path(path, node) };
+        let written = if live.machine_of(p).is_some() {
+            let name = Path::new(&here).file_name().map_or("capture.pcap".into(), |n| n.to_string_lossy().into_owned());
+            format!("/tmp/weft-capture.{}.{name}", std::process::id())
+        } else {
+            here.clone()
+        };
+        let (tx_done, rx_done) = tokio::sync::oneshot::channel();
+        *n.capture.lock().await = Some(tx_done);
+        {
+            let mut tx = n.tx.lock().await;
+            if let Err(e) = control::send(&mut tx, &ToNode::Capture { link: id, path: written.clone(), count }).await {
+                return fail(format!("emu-node {p}: {e}"));
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(5), rx_done).await {
+            Ok(Ok(Ok(true))) => files.push(CaptureFile { node: node.to_string(), process: p, written, path: here }),
+            Ok(Ok(Err(why))) => return fail(format!("emu-node {p} cannot capture {} at {node}: {why}", l.name)),
+            _ => return fail(format!("emu-node {p} did not start the capture of {} at {node}", l.name)),
+        }
+    }
+    let list: Vec<String> = files.iter().map(|c| format!("{} (at {})", c.path, c.node)).collect();
+    let mut r = ok(format!("capturing {count} frames of {} into {}", l.name, list.join(" and ")));
+    r.captures = files;
+    r
+}
+
+/// `x.pcap` for the end at `node`: `x.node.pcap`.
+fn side_path(path: &str, node: &str) -> String {
+    let p = Path::new(path);
+    let stem = p.file_stem().map_or(String::from("capture"), |s| s.to_string_lossy().into_owned());
+    let ext = p.extension().map_or(String::from("pcap"), |e| e.to_string_lossy().into_owned());
+    p.with_file_name(format!("{stem}.{node}.{ext}")).display().to_string()
 }
 
 /// Human form of a link change.
