@@ -1419,7 +1419,7 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
     let (link_name, direction) = (r["link"].as_str().unwrap_or(""), r["direction"].as_str().unwrap_or(""));
     let (from, to) = direction.split_once("->").expect("direction");
     let pcap = m.dir.join("cut.pcap");
-    let mut capture = Command::new(weft_bin())
+    let capture = Command::new(weft_bin())
         .args(["capture", link_name, "--pcap", pcap.to_str().unwrap(), "--count", "10", "--wait", "20s"])
         .env("WEFT_STATE_DIR", &f.dir)
         .stdout(Stdio::piped())
