@@ -24,14 +24,14 @@ use std::time::Duration;
 struct Args {
     /// The orchestrator's control endpoint (QUIC): an address, or a host
     /// name (a Kubernetes Service) and port.
-    #[arg(long, value_name = "HOST:PORT")]
-    control: String,
+    #[arg(long, value_name = "HOST:PORT", required_unless_present = "vm_exec")]
+    control: Option<String>,
     /// SHA-256 (hex) of the fabric certificate the orchestrator presents.
-    #[arg(long, value_name = "SHA256")]
-    pin: String,
+    #[arg(long, value_name = "SHA256", required_unless_present = "vm_exec")]
+    pin: Option<String>,
     /// This process's index in the fabric's placement.
-    #[arg(long, value_name = "N")]
-    process: u32,
+    #[arg(long, value_name = "N", required_unless_present = "vm_exec")]
+    process: Option<u32>,
     /// The address this process's link sockets bind on and announce to the
     /// other processes (default: the address of the control endpoint's
     /// side, right for one machine).
@@ -45,6 +45,14 @@ struct Args {
     /// Read the fabric token from this file (a mounted Kubernetes Secret).
     #[arg(long, value_name = "FILE", conflicts_with = "token_stdin")]
     token_file: Option<std::path::PathBuf>,
+    /// Run the command after `--` in the VM host whose directory is DIR
+    /// (through its exec sockets) and exit with its status: what `weft
+    /// exec` runs over ssh for a VM host on another machine.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["control", "pin", "process"])]
+    vm_exec: Option<std::path::PathBuf>,
+    /// The command of --vm-exec.
+    #[arg(last = true, requires = "vm_exec")]
+    command: Vec<String>,
 }
 
 /// The arguments with the control endpoint resolved.
@@ -57,6 +65,19 @@ struct ResolvedArgs {
 
 fn main() -> ExitCode {
     let args = <Args as clap::Parser>::parse();
+    if let Some(dir) = &args.vm_exec {
+        if args.command.is_empty() {
+            eprintln!("error: --vm-exec {}: no command after `--`", dir.display());
+            return ExitCode::FAILURE;
+        }
+        return match emu_node::vm::exec(dir, &args.command, &mut std::io::stdout()) {
+            Ok(rc) => ExitCode::from(u8::try_from(rc).unwrap_or(255)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // Tests of the clock-offset estimation make this process's clock run
     // ahead, as another machine's would.
     if let Some(ns) = std::env::var("WEFT_TEST_CLOCK_OFFSET_NS").ok().and_then(|v| v.parse::<i64>().ok()) {
@@ -99,12 +120,15 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args, token: String) -> anyhow::Result<()> {
-    let control: SocketAddr = tokio::net::lookup_host(&args.control)
+    let (Some(endpoint), Some(pin), Some(process)) = (args.control, args.pin, args.process) else {
+        bail!("--control, --pin and --process are required");
+    };
+    let control: SocketAddr = tokio::net::lookup_host(&endpoint)
         .await
-        .with_context(|| format!("control endpoint `{}`", args.control))?
+        .with_context(|| format!("control endpoint `{endpoint}`"))?
         .next()
-        .with_context(|| format!("control endpoint `{}` resolves to no address", args.control))?;
-    let args = ResolvedArgs { control, pin: args.pin, process: args.process, bind: args.bind };
+        .with_context(|| format!("control endpoint `{endpoint}` resolves to no address"))?;
+    let args = ResolvedArgs { control, pin, process, bind: args.bind };
     let client = emu_node::tls::quic_client(&args.pin, quic::control_transport()).context("control channel TLS")?;
     let bind = SocketAddr::new(
         match (args.bind, args.control.ip().is_loopback()) {

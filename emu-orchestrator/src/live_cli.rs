@@ -728,7 +728,13 @@ pub fn exec(host: &str, argv: &[String]) -> Result<i32> {
         }
         HostAccess::Vm { dir, process } => {
             if let Some(m) = remote(process) {
-                bail!("VM host `{host}` runs on machine {}: run `weft exec` there is not supported yet; ssh there and use its exec sockets in {dir}", m.name);
+                // The machine's emu-node talks to the VM's exec sockets there.
+                let emu = m.emu_node_path(&std::env::current_exe()?.with_file_name("emu-node"));
+                let mut line = vec![emu, "--vm-exec".into(), dir.clone(), "--".into()];
+                line.extend(argv.iter().cloned());
+                let status =
+                    m.ssh_command().arg(emu_node::vm::shell_quote(&line)).status().with_context(|| format!("ssh to machine {}", m.name))?;
+                return Ok(status.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)));
             }
             let mut out = std::io::stdout();
             Ok(emu_node::vm::exec(std::path::Path::new(dir), argv, &mut out)?)

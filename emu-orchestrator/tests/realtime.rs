@@ -1457,6 +1457,69 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
     assert_clean(&[], &prefix);
 }
 
+/// Soft-RoCE VM hosts on other machines: the VM image is copied to a
+/// machine whose image path holds none (m2's `vm_image`) and not to one
+/// whose image is the same (m1 shares this machine's path); `weft status`
+/// lists both machines' VMs; `weft exec` runs commands in them over ssh
+/// (`ibv_devices`, exit codes), RDMA works between them across the spines'
+/// machine; nothing is left after `weft down`.
+#[test]
+#[ignore = "needs root, qemu-system-x86_64, apt (Debian's archive), ip, nsenter, sshd, ssh: scripts/test runs it (as root, --include-ignored)"]
+fn vm_hosts_on_other_machines_get_the_image_and_answer_weft_exec() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["qemu-system-x86_64", "apt-get", "dpkg-deb", "ip", "nsenter", "sshd", "ssh", "ssh-keygen"]) {
+        return;
+    }
+    // Built here on first use; then copied to m2.
+    let img = test_vm_image();
+    let m = Machines::new(1500);
+    let m2_image = m.dir.join("m2-vm-image");
+    let file = m.file("machines.toml", |t| {
+        t.replace("bind = \"10.77.0.2\"\n", &format!("bind = \"10.77.0.2\"\nvm_image = \"{}\"\n", m2_image.display()))
+    });
+    let f = Fabric::up("leaf-spine-rxe", &["--vm-image", &img, "--machines", file.to_str().unwrap(), "--links", "udp"]);
+    for name in ["vmlinuz", "initrd.cpio", "packages.txt", "release", "format"] {
+        let (a, b) =
+            (std::fs::read(Path::new(&img).join(name)).unwrap_or_default(), std::fs::read(m2_image.join(name)).unwrap_or_default());
+        assert!(!a.is_empty() && a == b, "{name} copied to m2's image path");
+    }
+    let st = f.status();
+    let on: Vec<(String, String)> = st["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| {
+            let place = p["process"].to_string();
+            p["report"]["vms"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |v| (place.clone(), v["host"].as_str().unwrap_or("").to_string()))
+        })
+        .collect();
+    assert_eq!(on.len(), 2, "two VMs, one per leaf's machine: {on:?}");
+    let text = f.ok(&["status"]);
+    assert_eq!(text.matches("VM host (qemu pid").count(), 2, "{text}");
+    assert!(text.contains("on machine m1") && text.contains("on machine m2"), "{text}");
+    for host in ["h0", "h1"] {
+        let (rc, out) = weft_in(&f, &["exec", host, "--", "ibv_devices"]);
+        eprintln!("weft exec {host} -- ibv_devices: {out}");
+        assert!(rc == 0 && out.contains("rxe0"), "{host}: rc {rc}: {out}");
+    }
+    let (rc, out) = weft_in(&f, &["exec", "h1", "--", "sh", "-c", "printf '%s|%s\\n' \"$1\" \"$0\"; exit 7", "a b", "it's"]);
+    assert_eq!((rc, out.trim()), (7, "it's|a b"), "arguments and the exit code cross ssh unchanged");
+    let out = rdma_pair(&f, "h1", "h0", "10.0.1.2", &["ibv_rc_pingpong", "-d", "rxe0", "-g", "1", "-n", "100"]);
+    assert!(out.contains("bytes in"), "RDMA between the machines' VMs: {out}");
+    let qemus = qemu_pids(&f);
+    assert_eq!(qemus.len(), 2);
+    let prefix = f.prefix.clone();
+    drop(f);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(qemus.iter().all(|&p| !alive(p)), "no VM left: {qemus:?}");
+    assert_clean(&[], &prefix);
+}
+
 /// The frames of a pcap file (classic format, as `weft capture` writes).
 fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
     let d = std::fs::read(path).unwrap_or_default();

@@ -278,6 +278,8 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     // address, over HTTPS with the fabric's certificate, to bearers of the
     // fabric token; one here stays on loopback, plain HTTP.
     let remote_bind: BTreeMap<u32, std::net::IpAddr> = state.machines.iter().map(|(p, r)| (*p, r.machine.bind)).collect();
+    let remote_machine: BTreeMap<u32, crate::config::machines::Machine> =
+        state.machines.iter().map(|(p, r)| (*p, r.machine.clone())).collect();
     let metrics_of = |process: u32| {
         base.metrics.map(|a| {
             let mut a = metrics_addr_of(a, process);
@@ -310,7 +312,13 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             transport: w.transport,
             flows: w.flows.iter().filter(|f| base.fabric.nodes.get(f.0.index()).is_some_and(|n| n.placement == process)).copied().collect(),
         }),
-        vm: base.vm.clone(),
+        // A machine's VM image may live elsewhere there.
+        vm: base.vm.clone().map(|mut v| {
+            if let Some(m) = remote_machine.get(&process) {
+                v.image = m.vm_image_path(&v.image).into();
+            }
+            v
+        }),
     };
     let nprocs = procs.len();
     let max_proc = procs.iter().copied().max().unwrap_or(0);

@@ -48,29 +48,82 @@ impl Machine {
         c
     }
 
+    fn ssh_error(&self, detail: String) -> MachinesError {
+        MachinesError::Ssh { machine: self.name.clone(), dest: self.ssh.clone(), detail }
+    }
+
     /// Copies this weft's emu-node (`local`) to the machine, to its
     /// `emu_node` path or else `/tmp/weft-emu-node-VERSION` (which then
     /// becomes its path), over the ssh session's stdin.
     pub fn copy_emu_node(&mut self, local: &Path) -> Result<(), MachinesError> {
         let path = self.emu_node.clone().unwrap_or_else(|| format!("/tmp/weft-emu-node-{}", env!("CARGO_PKG_VERSION")));
-        let fail = |detail: String| MachinesError::Ssh { machine: self.name.clone(), dest: self.ssh.clone(), detail };
-        let file = std::fs::File::open(local).map_err(|e| fail(format!("cannot read {}: {e}", local.display())))?;
-        // Written aside and renamed: a running emu-node's file is never
-        // overwritten in place.
-        let tmp = format!("{path}.weft-copy");
-        let script = format!("'cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {path}'");
-        let out = self
-            .ssh_command()
-            .args(["sh", "-c", &script])
-            .stdin(file)
-            .output()
-            .map_err(|e| fail(format!("cannot run ssh ({e}); is openssh-client installed?")))?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            return Err(fail(format!("copying emu-node to {path}: {}", err.lines().last().unwrap_or("").trim())));
-        }
+        self.copy_file(local, &path, "755")?;
         self.emu_node = Some(path);
         Ok(())
+    }
+
+    /// Copies the file `local` to `path` on the machine (mode `mode`), over
+    /// the ssh session's stdin; written aside and renamed, so a file in use
+    /// there (a running emu-node) is never overwritten in place.
+    fn copy_file(&self, local: &Path, path: &str, mode: &str) -> Result<(), MachinesError> {
+        let file = std::fs::File::open(local).map_err(|e| self.ssh_error(format!("cannot read {}: {e}", local.display())))?;
+        let (q, tmp) = (quote(path), quote(&format!("{path}.weft-copy")));
+        let script = format!("cat > {tmp} && chmod {mode} {tmp} && mv -f {tmp} {q}");
+        let out = self
+            .ssh_command()
+            .arg(script)
+            .stdin(file)
+            .output()
+            .map_err(|e| self.ssh_error(format!("cannot run ssh ({e}); is openssh-client installed?")))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(self.ssh_error(format!("copying {} to {path}: {}", local.display(), err.lines().last().unwrap_or("").trim())));
+        }
+        Ok(())
+    }
+
+    /// The VM image's directory on the machine: its `vm_image`, else
+    /// `local`'s path.
+    pub fn vm_image_path(&self, local: &Path) -> String {
+        self.vm_image.clone().unwrap_or_else(|| local.display().to_string())
+    }
+
+    /// Makes the machine's VM image the same as this machine's (in
+    /// `local`), checked like the emu-node's version: the format, kernel
+    /// release, package list and file sizes there against here; copied
+    /// when they differ or there is none. Returns whether it copied.
+    pub fn ensure_vm_image(&self, local: &Path, progress: &mut dyn FnMut(&str)) -> Result<bool, MachinesError> {
+        use crate::deploy::vm_image::{identity_command, IMAGE_FILES};
+        let there = self.vm_image_path(local);
+        let here = Command::new("sh")
+            .args(["-c", &identity_command(&local.display().to_string())])
+            .output()
+            .map_err(|e| self.ssh_error(format!("cannot run sh: {e}")))?;
+        if !here.status.success() {
+            return Err(self.ssh_error(format!("no VM image in {} to copy", local.display())));
+        }
+        let remote = self
+            .ssh_command()
+            .arg(identity_command(&there))
+            .output()
+            .map_err(|e| self.ssh_error(format!("cannot run ssh ({e}); is openssh-client installed?")))?;
+        if remote.status.success() && remote.stdout == here.stdout {
+            return Ok(false);
+        }
+        let size: u64 = IMAGE_FILES.iter().filter_map(|f| std::fs::metadata(local.join(f)).ok()).map(|m| m.len()).sum();
+        progress(&format!("VM image: copying {} MB to machine {} ({there})", size >> 20, self.name));
+        let out = self
+            .ssh_command()
+            .arg(format!("mkdir -p {}", quote(&there)))
+            .output()
+            .map_err(|e| self.ssh_error(format!("cannot run ssh ({e})")))?;
+        if !out.status.success() {
+            return Err(self.ssh_error(format!("cannot create {there}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        }
+        for f in IMAGE_FILES {
+            self.copy_file(&local.join(f), &format!("{}/{f}", there.trim_end_matches('/')), "644")?;
+        }
+        Ok(true)
     }
 
     /// Checks the machine before anything starts: ssh works and its
@@ -128,4 +181,9 @@ pub fn spawn_cleanup(m: &Machine, pid: u32, netns: &[String]) -> Result<std::pro
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run ssh ({e}); is openssh-client installed?"))
+}
+
+/// `s` quoted for the remote shell.
+fn quote(s: &str) -> String {
+    emu_node::vm::shell_quote(&[s.to_string()])
 }

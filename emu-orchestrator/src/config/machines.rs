@@ -99,6 +99,7 @@ pub(crate) struct File {
 /// known_hosts = "hosts"       # optional: only these host keys are accepted
 /// bind = "10.0.0.11"          # the address its fabric links bind on
 /// emu_node = "/usr/local/bin/emu-node"  # optional: default, this emu-node's path
+/// vm_image = "/var/cache/weft/vm-image"  # optional: default, this machine's image path
 /// ```
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -130,6 +131,11 @@ pub struct Machine {
     /// this weft's path).
     #[serde(default)]
     pub weft: Option<String>,
+    /// Where the soft-RoCE VM image lives on the machine (default: the
+    /// same path as on this machine). `weft up` copies this machine's image
+    /// there on first use, and again whenever the two differ.
+    #[serde(default)]
+    pub vm_image: Option<String>,
     /// emu-node processes it runs (`weft up`) or runs it takes at once
     /// (`weft compare`); default 1.
     #[serde(default = "one")]

@@ -39,6 +39,20 @@ pub const READY: &str = emu_node::vm::READY;
 /// modules); an image of another version is rebuilt on first use.
 pub const IMAGE_FORMAT: &str = "2";
 
+/// The image's files in the order a copy writes them: the kernel and the
+/// initramfs first, the files that say what the image is last, so a copy
+/// cut short is never taken for a complete one. (`accel-verdict`, this
+/// machine's KVM probe, is not part of the image.)
+pub const IMAGE_FILES: [&str; 5] = ["vmlinuz", "initrd.cpio", "packages.txt", "release", "format"];
+
+/// A shell command printing what identifies the image in `dir` (format,
+/// kernel release, package list, file sizes): run here and on another
+/// machine, equal output means the same image.
+pub fn identity_command(dir: &str) -> String {
+    let d = emu_node::vm::shell_quote(&[dir.to_string()]);
+    format!("cd {d} 2>/dev/null && cat format release packages.txt && stat -c %s vmlinuz initrd.cpio")
+}
+
 /// Where the image goes unless told: `$XDG_CACHE_HOME/weft/vm-image`, else
 /// `~/.cache/weft/vm-image` (a cache: it survives reboots, unlike the
 /// state directory under /run, and `weft down` never removes it).

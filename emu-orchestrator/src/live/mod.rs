@@ -322,6 +322,9 @@ fn prepare_up(
             m.copy_emu_node(&emu)?;
         }
         m.preflight(&emu)?;
+        if let Some(v) = &vm {
+            m.ensure_vm_image(&v.image, &mut |line| eprintln!("{line}"))?;
+        }
     }
     Ok((emu, vm, machines))
 }
