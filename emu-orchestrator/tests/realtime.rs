@@ -1725,19 +1725,52 @@ fn weft_compare_over_machines_gives_the_results_of_a_local_compare() {
 /// initramfs with rdma-core's rxe provider, perftest, iproute2, iperf3)
 /// and boots it under qemu (KVM if it works, else TCG) until the guest has
 /// added rxe0 on its virtio NIC and its user-space verbs (ibv_devices, the
-/// rxe provider) list it.
+/// rxe provider) list it. This machine's apt package lists are made
+/// useless for it (apt pointed at an empty lists directory, as on a fresh
+/// machine before `apt-get update`): the build fetches lists of its own.
+/// Without a network (a namespace of its own) the build fails with one
+/// line that says so.
 #[test]
-#[ignore = "needs apt-get (Debian's archive), qemu-system-x86_64: scripts/test runs it (as root, --include-ignored)"]
+#[ignore = "needs apt-get (Debian's archive), qemu-system-x86_64, ip: scripts/test runs it (as root, --include-ignored)"]
 fn the_vm_image_is_built_from_debian_packages_and_boots_to_rxe_ready() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !prerequisites(&["apt-get", "apt-cache", "dpkg-deb", "qemu-system-x86_64"]) {
+    if !prerequisites(&["apt-get", "apt-cache", "dpkg-deb", "qemu-system-x86_64", "ip"]) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("weft-vm-image-{}", std::process::id()));
-    let o = Command::new(weft_bin()).args(["vm-image", "build", "--check", "--dir"]).arg(&dir).output().expect("weft vm-image");
+    let empty = std::env::temp_dir().join(format!("weft-empty-apt-lists-{}", std::process::id()));
+    std::fs::create_dir_all(empty.join("partial")).unwrap();
+    let apt_config = empty.join("apt.conf");
+    std::fs::write(&apt_config, format!("Dir::State::Lists \"{}\";\n", empty.display())).unwrap();
+    let stale =
+        Command::new("apt-cache").args(["depends", "linux-image-amd64"]).env("APT_CONFIG", &apt_config).output().expect("apt-cache");
+    assert!(!String::from_utf8_lossy(&stale.stdout).contains("Depends:"), "apt knows no package with the empty lists");
+    // No network: one line.
+    let ns = format!("weft-nonet-{}", std::process::id());
+    assert!(Command::new("ip").args(["netns", "add", &ns]).status().expect("ip").success());
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .arg(weft_bin())
+        .args(["vm-image", "build", "--dir"])
+        .arg(&dir)
+        .env("APT_CONFIG", &apt_config)
+        .output()
+        .expect("weft vm-image");
+    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let error_lines: Vec<&str> = err.lines().filter(|l| l.starts_with("Error") || l.starts_with("error")).collect();
+    eprintln!("without a network: {err}");
+    assert!(!o.status.success() && error_lines.len() == 1 && error_lines[0].contains("check the network"), "{err}");
+    let o = Command::new(weft_bin())
+        .args(["vm-image", "build", "--check", "--dir"])
+        .arg(&dir)
+        .env("APT_CONFIG", &apt_config)
+        .output()
+        .expect("weft vm-image");
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     eprintln!("{err}{out}");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&empty);
     assert!(o.status.success() && out.contains("rxe0 up and listed by ibv_devices after"), "{err}{out}");
     assert!(err.contains("rdma_rxe") && err.contains("crc32_generic"), "the kept modules are listed: {err}");
 }

@@ -2,8 +2,11 @@
 //! Debian's kernel (its package ships `rdma_rxe.ko`) and an
 //! initramfs assembled from Debian packages, booted by qemu.
 //!
-//! How it is made, from Debian's archive only (apt, as configured on this
-//! machine): the package closure of busybox-static, the rdma-core user space
+//! How it is made, from Debian's archive only (apt's sources as configured
+//! on this machine, with package lists of its own: `apt-get update` into
+//! the work directory first, which needs no root and makes the build
+//! independent of how stale, or missing, this machine's own lists are):
+//! the package closure of busybox-static, the rdma-core user space
 //! (libibverbs with the rxe provider, ibverbs-utils, rdmacm-utils),
 //! perftest, iproute2 and iperf3 (`apt-cache depends --recurse`, without
 //! recommends) plus the kernel image package is downloaded with `apt-get
@@ -101,6 +104,9 @@ pub enum VmImageError {
     /// Something expected is not in the packages.
     #[error("{0}")]
     Missing(String),
+    /// Debian's archive could not be reached.
+    #[error("cannot fetch Debian's package lists ({0}): the VM image is built from Debian packages; check the network, a proxy in apt's configuration, or apt's sources (/etc/apt/sources.list*)")]
+    NoArchive(String),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> VmImageError {
@@ -136,28 +142,64 @@ fn shown(cmd: &Command) -> String {
     s
 }
 
-/// Whether apt failed because its package lists are older than the
-/// archive (the versions they name are gone from the mirror).
-fn stale_lists(e: &VmImageError) -> bool {
-    matches!(e, VmImageError::Command { detail, .. }
-        if ["Can't find a source to download", "Unable to locate package", "404  Not Found", "Failed to fetch"].iter().any(|m| detail.contains(m)))
+/// apt with package lists and a cache of its own in the image's work
+/// directory: fresh lists without root, whatever the state of this
+/// machine's (stale ones fail with "Can't find a source to download
+/// version", missing ones with "No packages found").
+struct Apt {
+    options: Vec<String>,
 }
 
-/// Runs `download`; if it failed because apt's lists are stale, runs
-/// `refresh` (`apt-get update`) and `download` once more.
-fn download_refreshing(
-    download: &mut dyn FnMut() -> Result<String, VmImageError>,
-    refresh: &mut dyn FnMut() -> Result<String, VmImageError>,
-    progress: &mut dyn FnMut(&str),
-) -> Result<String, VmImageError> {
-    match download() {
-        Err(e) if stale_lists(&e) => {
-            progress("apt's package lists are older than the archive: running apt-get update, then downloading again");
-            refresh()?;
-            download()
+impl Apt {
+    fn new(work: &Path) -> Result<Apt, VmImageError> {
+        let (lists, cache) = (work.join("apt/lists"), work.join("apt/cache"));
+        for d in [lists.join("partial"), cache.join("archives/partial")] {
+            std::fs::create_dir_all(&d).map_err(io(format!("creating {}", d.display())))?;
         }
-        r => r,
+        let options = [
+            format!("Dir::State::Lists={}", lists.display()),
+            format!("Dir::Cache={}", cache.display()),
+            "Dir::Cache::pkgcache=".into(),
+            "Dir::Cache::srcpkgcache=".into(),
+        ]
+        .into_iter()
+        .flat_map(|o| ["-o".to_string(), o])
+        .collect();
+        Ok(Apt { options })
     }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.args(&self.options);
+        c
+    }
+
+    /// `apt-get update` into the own lists; an archive it could not reach
+    /// is an error (apt itself only warns and exits 0).
+    fn update(&self) -> Result<(), VmImageError> {
+        let mut c = self.command("apt-get");
+        c.args(["update", "-qq"]);
+        let out = c.output().map_err(|e| VmImageError::Command { cmd: shown(&c), detail: e.to_string() })?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        match unreachable_archive(&err) {
+            Some(line) => Err(VmImageError::NoArchive(line)),
+            None if !out.status.success() => Err(VmImageError::Command {
+                cmd: shown(&c),
+                detail: err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The line of `apt-get update`'s errors that says an archive could not be
+/// reached, shortened to the cause.
+fn unreachable_archive(stderr: &str) -> Option<String> {
+    let line =
+        stderr.lines().find(|l| l.contains("Failed to fetch") || l.contains("Could not resolve") || l.contains("Unable to connect"))?;
+    // "W: Failed to fetch URL  CAUSE": the cause is after the URL.
+    let line = line.trim_start_matches(|c| c == 'W' || c == 'E' || c == ':' || c == ' ');
+    Some(line.split_once("  ").map_or(line, |(_, cause)| cause).trim().to_string())
 }
 
 /// What a build made.
@@ -188,8 +230,11 @@ pub fn build(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<VmImage, VmIm
     let (debs, root) = (work.join("debs"), work.join("root"));
     std::fs::create_dir_all(&debs).map_err(io(format!("creating {}", debs.display())))?;
     std::fs::create_dir_all(&root).map_err(io(format!("creating {}", root.display())))?;
+    progress("fetching Debian's package lists into the work directory (apt-get update)");
+    let apt = Apt::new(&work)?;
+    apt.update()?;
     // The kernel package behind the linux-image-amd64 meta-package.
-    let meta = run(Command::new("apt-cache").args(["depends", "linux-image-amd64"]))?;
+    let meta = run(apt.command("apt-cache").args(["depends", "linux-image-amd64"]))?;
     let kernel_pkg = meta
         .lines()
         .filter_map(|l| l.trim().strip_prefix("Depends: "))
@@ -199,7 +244,8 @@ pub fn build(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<VmImage, VmIm
             VmImageError::Missing("apt knows no linux-image-amd64 kernel package (is Debian's main archive in apt's sources?)".into())
         })?;
     let release = kernel_pkg.trim_start_matches("linux-image-").to_string();
-    let closure = run(Command::new("apt-cache")
+    let closure = run(apt
+        .command("apt-cache")
         .args([
             "depends",
             "--recurse",
@@ -217,11 +263,7 @@ pub fn build(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<VmImage, VmIm
     pkgs.dedup();
     pkgs.push(kernel_pkg.clone());
     progress(&format!("downloading {} Debian packages (about 90 MB) with apt-get download", pkgs.len()));
-    download_refreshing(
-        &mut || run(Command::new("apt-get").arg("download").args(&pkgs).current_dir(&debs)),
-        &mut || run(Command::new("apt-get").args(["update", "-qq"])),
-        progress,
-    )?;
+    run(apt.command("apt-get").arg("download").args(&pkgs).current_dir(&debs))?;
     progress("unpacking them with dpkg-deb -x");
     let mut n = 0;
     for e in std::fs::read_dir(&debs).map_err(io("reading the downloaded packages"))?.flatten() {
@@ -538,42 +580,15 @@ mod tests {
     }
 
     #[test]
-    fn a_stale_package_list_is_refreshed_once_and_a_long_command_is_shown_short() {
-        let stale = || VmImageError::Command {
-            cmd: "apt-get download".into(),
-            detail: "E: Can't find a source to download version '10.42-1+deb12u1' of 'libpcre2-8-0:amd64'".into(),
-        };
-        let (mut tries, mut updates) = (0, 0);
-        let r = download_refreshing(
-            &mut || {
-                tries += 1;
-                if tries == 1 {
-                    Err(stale())
-                } else {
-                    Ok(String::new())
-                }
-            },
-            &mut || {
-                updates += 1;
-                Ok(String::new())
-            },
-            &mut |_| {},
-        );
-        assert!(r.is_ok() && tries == 2 && updates == 1);
-        // Another failure is not retried.
-        let (mut tries, mut updates) = (0, 0);
-        let r = download_refreshing(
-            &mut || {
-                tries += 1;
-                Err(VmImageError::Command { cmd: "x".into(), detail: "E: disk full".into() })
-            },
-            &mut || {
-                updates += 1;
-                Ok(String::new())
-            },
-            &mut |_| {},
-        );
-        assert!(r.is_err() && tries == 1 && updates == 0);
+    fn an_unreachable_archive_is_told_in_one_line_and_a_long_command_is_shown_short() {
+        let stderr =
+            "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary failure resolving 'deb.debian.org'\n\
+                      W: Some index files failed to download. They have been ignored, or old ones used instead.\n";
+        let cause = unreachable_archive(stderr).expect("unreachable");
+        assert_eq!(cause, "Temporary failure resolving 'deb.debian.org'");
+        let e = VmImageError::NoArchive(cause).to_string();
+        assert!(!e.contains('\n') && e.contains("check the network"), "{e}");
+        assert_eq!(unreachable_archive("W: Download is performed unsandboxed as root\n"), None);
         let mut c = Command::new("apt-get");
         c.arg("download").args((0..84).map(|i| format!("pkg{i}")));
         assert_eq!(shown(&c), "apt-get download pkg0 pkg1 pkg2 ... (81 more arguments)");
