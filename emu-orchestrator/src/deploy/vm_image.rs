@@ -198,7 +198,7 @@ fn unreachable_archive(stderr: &str) -> Option<String> {
     let line =
         stderr.lines().find(|l| l.contains("Failed to fetch") || l.contains("Could not resolve") || l.contains("Unable to connect"))?;
     // "W: Failed to fetch URL  CAUSE": the cause is after the URL.
-    let line = line.trim_start_matches(|c| c == 'W' || c == 'E' || c == ':' || c == ' ');
+    let line = line.trim_start_matches(['W', 'E', ':', ' ']);
     Some(line.split_once("  ").map_or(line, |(_, cause)| cause).trim().to_string())
 }
 
