@@ -88,9 +88,15 @@ pub struct UpArgs {
     #[arg(long)]
     pub detach: bool,
     /// Prometheus /metrics of emu-node 0; emu-node p listens on port + p
-    /// (port 0: each picks a free port; `weft status` lists them).
+    /// (port 0: each picks a free port; `weft status` lists them). On a
+    /// non-loopback address, HTTPS with the fabric's certificate, answering
+    /// only bearers of the fabric token (docs/METRICS.md).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub metrics: std::net::SocketAddr,
+    /// Every emu-node's /metrics over HTTPS with the fabric token, also on
+    /// loopback (what the Kubernetes manifests use).
+    #[arg(long)]
+    pub metrics_tls: bool,
     /// Memory of each soft-RoCE VM host (`kind = "rxe"`), MiB.
     #[arg(long, value_name = "MIB", default_value_t = emu_node::vm::DEFAULT_MEMORY_MIB)]
     pub vm_memory: u32,
@@ -248,6 +254,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         explicit_placement: topo.placed,
         state_dir: emu_orchestrator::cluster::state::default_state_dir(),
         metrics: a.metrics,
+        metrics_tls: a.metrics_tls,
         seed: a.seed,
         workload,
         max_lag: crate::parse_max_lag(&a.max_lag)?,

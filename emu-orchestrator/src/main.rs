@@ -140,6 +140,28 @@ enum Command {
     /// The soft-RoCE VM image of `kind = "rxe"` hosts.
     #[command(subcommand)]
     VmImage(VmImageCommand),
+    /// The container image of `weft k8s render` (weft, emu-node, iproute2).
+    #[command(subcommand)]
+    ContainerImage(ContainerImageCommand),
+}
+
+#[derive(Subcommand)]
+enum ContainerImageCommand {
+    /// Build the image without a registry, from Debian packages:
+    /// debootstrap of a minimal Debian bookworm with iproute2, iperf3 and
+    /// ping, this weft's weft and emu-node in /usr/local/bin, imported
+    /// with `podman import` (needs root, debootstrap and podman; about
+    /// 35 s). `Containerfile` at the repository's root builds the same
+    /// image from a registry's debian:bookworm-slim.
+    #[command(after_help = "Examples:
+  sudo weft container-image build                       # tagged weft:VERSION
+  sudo podman save weft:0.1.0 | ssh node1 sudo podman load   # to a cluster node without a registry
+  weft k8s render leaf-spine-2x4-rt --image localhost/weft:0.1.0")]
+    Build {
+        /// The image's tag.
+        #[arg(long, default_value = concat!("weft:", env!("CARGO_PKG_VERSION")))]
+        tag: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -167,7 +189,8 @@ enum K8sCommand {
     /// Write the manifests (JSON, for `kubectl apply -f DIR`): a namespace,
     /// the fabric's identity and token as a Secret, the plan as a
     /// ConfigMap, the orchestrator pod and its Service, one privileged pod
-    /// per emu-node, a Service for their /metrics (docs/KUBERNETES.md).
+    /// per emu-node, a Service for their /metrics (HTTPS, fabric token), a
+    /// Prometheus pod scraping them and its Service (docs/KUBERNETES.md).
     #[command(after_help = "Examples:
   weft k8s render leaf-spine-2x4-rt --nodes 3 --image registry.example/weft:0.1.0 --out weft-k8s
   kubectl apply -f weft-k8s/
@@ -181,6 +204,9 @@ enum K8sCommand {
         /// Container image with `weft` and `emu-node` on its PATH.
         #[arg(long, default_value = concat!("weft:", env!("CARGO_PKG_VERSION")))]
         image: String,
+        /// Container image of the Prometheus pod (`prometheus` on its PATH).
+        #[arg(long, default_value = emu_orchestrator::deploy::k8s::PROMETHEUS_IMAGE)]
+        prometheus_image: String,
         /// Namespace (default: weft-<topology name>).
         #[arg(long)]
         namespace: Option<String>,
@@ -248,6 +274,17 @@ fn real_main(cli: Cli) -> Result<()> {
             print!("{}", emu_node::metrics::catalogue::markdown());
             Ok(())
         }
+        Command::ContainerImage(ContainerImageCommand::Build { tag }) => {
+            let exe = std::env::current_exe()?;
+            let t0 = std::time::Instant::now();
+            eprintln!("building the container image {tag} from Debian packages");
+            let work = emu_orchestrator::deploy::container_image::default_work_dir();
+            let image = emu_orchestrator::deploy::container_image::build(&tag, &exe, &exe.with_file_name("emu-node"), &work, &mut |l| {
+                eprintln!("  {l}")
+            })?;
+            println!("built {} ({} MB) in {:.1} s", image.tag, image.size >> 20, t0.elapsed().as_secs_f64());
+            Ok(())
+        }
         Command::VmImage(VmImageCommand::Build { dir, check }) => {
             let dir = dir.unwrap_or_else(emu_orchestrator::deploy::vm_image::default_dir);
             let t0 = std::time::Instant::now();
@@ -281,7 +318,7 @@ fn real_main(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::K8s(K8sCommand::Render { topology, nodes, image, namespace, links, out }) => {
+        Command::K8s(K8sCommand::Render { topology, nodes, image, prometheus_image, namespace, links, out }) => {
             let topo = Topology::load(&topology)?;
             let _: emu_node::link::InterProcess = links.parse().map_err(anyhow::Error::msg)?;
             if nodes == 0 {
@@ -292,7 +329,7 @@ fn real_main(cli: Cli) -> Result<()> {
                 None => std::fs::read_to_string(&topology).with_context(|| format!("cannot read {topology}"))?,
             };
             let namespace = namespace.unwrap_or_else(|| format!("weft-{}", topo.fabric.name));
-            let o = emu_orchestrator::deploy::k8s::RenderOptions { namespace: namespace.clone(), image, nodes, links };
+            let o = emu_orchestrator::deploy::k8s::RenderOptions { namespace: namespace.clone(), image, prometheus_image, nodes, links };
             let manifests = emu_orchestrator::deploy::k8s::render(&topo, &text, &o)?;
             std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
             for (name, v) in &manifests {

@@ -454,15 +454,46 @@ fn the_k8s_manifests_bring_a_fabric_up_when_their_commands_run_as_the_pods_would
     for (k, v) in config.data.unwrap_or_default() {
         std::fs::write(plan.join(k), v).unwrap();
     }
+    // An independent check of every object against the current Kubernetes
+    // API (PyPI's kubernetes-validate; scripts/test installs it).
+    match Command::new("kubernetes-validate").arg("--strict").args(std::fs::read_dir(&m).unwrap().flatten().map(|e| e.path())).output() {
+        Ok(v) => {
+            let out = format!("{}{}", String::from_utf8_lossy(&v.stdout), String::from_utf8_lossy(&v.stderr));
+            assert!(v.status.success() && out.matches(" passed for resource ").count() == 13, "kubernetes-validate --strict: {out}");
+        }
+        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("kubernetes-validate is missing in CI (scripts/test installs it)")
+        }
+        Err(_) => eprintln!("skipped: kubernetes-validate (pip install kubernetes-validate) is not on PATH"),
+    }
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Three consecutive free TCP ports for the emu-nodes' /metrics.
+    let metrics_base = (20_000..60_000u16)
+        .step_by(7)
+        .find(|&b| (0..3).all(|i| std::net::TcpListener::bind(("127.0.0.1", b + i)).is_ok()))
+        .expect("free ports");
+    let prometheus_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (scrape, prom_dir) = (d.join("scrape"), d.join("prometheus"));
     let remap = |s: &String| {
-        s.replace("/weft/plan", plan.to_str().unwrap())
+        let mut s = s
+            .replace("/weft/plan", plan.to_str().unwrap())
             .replace("/weft/fabric", fabric.to_str().unwrap())
+            .replace("/weft/scrape", scrape.to_str().unwrap())
+            .replace("/weft/prometheus", prom_dir.to_str().unwrap())
+            .replace("--storage.tsdb.path=/prometheus", &format!("--storage.tsdb.path={}", prom_dir.join("data").display()))
+            .replace("0.0.0.0:9090", &format!("127.0.0.1:{prometheus_port}"))
             .replace("weft-control.weft-leaf-spine-2x4-rt-synthetic.svc.cluster.local", "127.0.0.1")
             .replace("$(POD_IP)", "127.0.0.1")
-            .replace("0.0.0.0:9100", "127.0.0.1:0")
+            .replace("0.0.0.0:9100", &format!("127.0.0.1:{metrics_base}"))
             .replace("0.0.0.0:7400", &format!("127.0.0.1:{port}"))
-            .replace(":7400", &format!(":{port}"))
+            .replace(":7400", &format!(":{port}"));
+        for p in 0..3u16 {
+            s = s.replace(
+                &format!("weft-emu-node-{p}.weft-metrics.weft-leaf-spine-2x4-rt-synthetic.svc.cluster.local:{}", 9100 + p),
+                &format!("127.0.0.1:{}", metrics_base + p),
+            );
+        }
+        s
     };
     let command = |file: &str| -> Vec<String> {
         let pod: Pod = serde_json::from_str(&read(file)).expect("a Pod");
@@ -503,6 +534,47 @@ fn the_k8s_manifests_bring_a_fabric_up_when_their_commands_run_as_the_pods_would
     let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state.join("fabric.json")).unwrap()).unwrap();
     let offsets: Vec<i64> = (0..3).filter_map(|p| st["clocks"][p.to_string()]["offset_ns"].as_i64()).collect();
     assert!(offsets.len() == 3 && offsets.iter().all(|o| o.abs() < 1_000_000), "clock offsets {offsets:?}");
+    // The pods' /metrics: HTTPS with the token only; plain HTTP gets none.
+    let plain = ureq::get(&format!("http://127.0.0.1:{metrics_base}/metrics")).call();
+    assert!(plain.is_err(), "no metrics over plain HTTP from an emu-node pod");
+    // The Prometheus pod, run as the pod would, scrapes all three.
+    if Command::new("prometheus").arg("--version").output().is_ok() {
+        let scrape_secret: Secret = serde_json::from_str(&read("40-prometheus-scrape-secret.json")).expect("a Secret");
+        std::fs::create_dir_all(&scrape).unwrap();
+        for (k, v) in scrape_secret.data.unwrap_or_default() {
+            std::fs::write(scrape.join(k), v.0).unwrap();
+        }
+        let prom_config: ConfigMap = serde_json::from_str(&read("41-prometheus-config.json")).expect("a ConfigMap");
+        std::fs::create_dir_all(prom_dir.join("data")).unwrap();
+        for (k, v) in prom_config.data.unwrap_or_default() {
+            std::fs::write(prom_dir.join(k), remap(&v)).unwrap();
+        }
+        let cmd = command("42-prometheus.json");
+        assert_eq!(cmd[0], "prometheus");
+        kids.0.push(
+            Command::new("prometheus")
+                .args(&cmd[1..])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(d.join("prometheus.log")).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut up = 0;
+        let mut last = String::new();
+        while std::time::Instant::now() < until && up < 3 {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let url = format!("http://127.0.0.1:{prometheus_port}/api/v1/targets");
+            last = ureq::get(&url).call().ok().and_then(|mut r| r.body_mut().read_to_string().ok()).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&last).unwrap_or_default();
+            up = v["data"]["activeTargets"].as_array().map_or(0, |t| t.iter().filter(|t| t["health"] == "up").count());
+        }
+        assert_eq!(up, 3, "the Prometheus pod scrapes the three emu-node pods over TLS with the token: {last}");
+    } else if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("prometheus is missing in CI (scripts/test installs it)");
+    } else {
+        eprintln!("skipped: the Prometheus pod's scrape (no prometheus binary; apt install prometheus)");
+    }
     let down = Command::new(env!("CARGO_BIN_EXE_weft")).arg("down").env("WEFT_STATE_DIR", &state).output().unwrap();
     assert!(down.status.success(), "{}", stderr(&down));
     let _ = std::fs::remove_dir_all(&d);

@@ -1520,6 +1520,141 @@ fn vm_hosts_on_other_machines_get_the_image_and_answer_weft_exec() {
     assert_clean(&[], &prefix);
 }
 
+/// The container image of the Kubernetes manifests, built without a
+/// registry (`weft container-image build`: debootstrap + podman import),
+/// runs a fabric: the manifests' emu-node pods run as containers of it
+/// (podman with runc, host network, privileged, as the pods are), the
+/// orchestrator as the manifests' command with live traffic; every
+/// emu-node reports running and carries frames over the links between the
+/// containers; `weft down` stops them and no container is left.
+#[test]
+#[ignore = "needs root, podman, runc, debootstrap (Debian's archive): scripts/test runs it (as root, --include-ignored)"]
+fn the_container_image_is_built_without_a_registry_and_runs_the_manifests_emu_nodes() {
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !prerequisites(&["podman", "runc", "debootstrap", "tar"]) {
+        return;
+    }
+    let tag = format!("localhost/weft-test:{}", std::process::id());
+    let names: Vec<String> = (0..2).map(|p| format!("weft-test-emu-{}-{p}", std::process::id())).collect();
+    struct Cleanup(String, Vec<String>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for n in &self.1 {
+                let _ = Command::new("podman").args(["rm", "-f", n]).output();
+            }
+            let _ = Command::new("podman").args(["rmi", "-f", &self.0]).output();
+        }
+    }
+    let _cleanup = Cleanup(tag.clone(), names.clone());
+    let t0 = Instant::now();
+    let o = Command::new(weft_bin()).args(["container-image", "build", "--tag", &tag]).output().expect("weft container-image build");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    eprintln!("{err}{out}built in {:?}", t0.elapsed());
+    assert!(o.status.success() && out.contains("built"), "{err}{out}");
+    let runtime = ["--runtime", "runc"];
+    let opts = emu_orchestrator::deploy::container_image::emu_node_run_options();
+    let v = Command::new("podman").args(runtime).args(["run", "--rm"]).args(&opts).arg(&tag).args(["weft", "--version"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&v.stdout).contains(env!("CARGO_PKG_VERSION")), "{}", String::from_utf8_lossy(&v.stderr));
+    // The manifests, their Secret in a directory the containers mount.
+    let d = std::env::temp_dir().join(format!("weft-container-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    let (m, fabric, plan, state) = (d.join("manifests"), d.join("fabric"), d.join("plan"), d.join("state"));
+    let r = Command::new(weft_bin())
+        .args(["k8s", "render", "leaf-spine-2x4-rt-synthetic", "--nodes", "2", "--image", &tag, "--out", m.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let read = |f: &str| std::fs::read_to_string(m.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let secret: Secret = serde_json::from_str(&read("01-secret.json")).unwrap();
+    let config: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_str(&read("02-plan.json")).unwrap();
+    std::fs::create_dir_all(&fabric).unwrap();
+    std::fs::create_dir_all(&plan).unwrap();
+    for (k, v) in secret.data.unwrap_or_default() {
+        std::fs::write(fabric.join(k), v.0).unwrap();
+    }
+    for (k, v) in config.data.unwrap_or_default() {
+        std::fs::write(plan.join(k), v).unwrap();
+    }
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let remap = |s: &String| {
+        s.replace("/weft/plan", plan.to_str().unwrap())
+            .replace("weft-control.weft-leaf-spine-2x4-rt-synthetic.svc.cluster.local", "127.0.0.1")
+            .replace("$(POD_IP)", "127.0.0.1")
+            .replace("0.0.0.0:9100", "127.0.0.1:0")
+            .replace("0.0.0.0:7400", &format!("127.0.0.1:{port}"))
+            .replace(":7400", &format!(":{port}"))
+    };
+    let command = |file: &str| -> Vec<String> {
+        let pod: Pod = serde_json::from_str(&read(file)).expect("a Pod");
+        pod.spec.unwrap().containers[0].command.clone().unwrap().iter().map(remap).collect()
+    };
+    // The orchestrator here, with live traffic between the containers.
+    let mut orch = command("10-orchestrator.json");
+    orch = orch.into_iter().map(|a| a.replace("/weft/fabric", fabric.to_str().unwrap())).collect();
+    let mut orchestrator = Command::new(weft_bin())
+        .args(&orch[1..])
+        .args(["--workload", "alistorage", "--load", "0.05"])
+        .env("WEFT_STATE_DIR", &state)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(d.join("orchestrator.log")).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    for (p, name) in names.iter().enumerate() {
+        let cmd = command(&format!("20-emu-node-{p:04}.json"));
+        assert_eq!(cmd[0], "emu-node");
+        let o = Command::new("podman")
+            .args(runtime)
+            .args(["run", "-d", "--rm", "--name", name])
+            .args(&opts)
+            .arg("-v")
+            .arg(format!("{}:/weft/fabric:ro", fabric.display()))
+            .arg(&tag)
+            .args(&cmd)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "podman run: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let status = || -> serde_json::Value {
+        let o = Command::new(weft_bin()).args(["status", "--json"]).env("WEFT_STATE_DIR", &state).output().unwrap();
+        serde_json::from_slice(&o.stdout).unwrap_or_default()
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut st = serde_json::Value::Null;
+    let mut carried = 0;
+    while Instant::now() < until && carried == 0 {
+        std::thread::sleep(Duration::from_millis(500));
+        st = status();
+        let running = st["processes"].as_array().map_or(0, |p| p.iter().filter(|p| p["state"] == "running").count());
+        if running == 2 {
+            carried = st["cut_links"].as_array().map_or(0, |c| c.iter().map(|r| r["frames"].as_u64().unwrap_or(0)).sum());
+        }
+    }
+    let log = std::fs::read_to_string(d.join("orchestrator.log")).unwrap_or_default();
+    assert!(carried > 0, "two emu-nodes in containers carry frames between them: {st}\norchestrator: {log}");
+    eprintln!("{carried} frames crossed between the containers");
+    // Inside containers: podman lists both, and their emu-nodes' cgroups are podman's.
+    let ps = Command::new("podman").args(["ps", "--format", "{{.Names}}"]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(names.iter().all(|n| ps.contains(n.as_str())), "{ps}");
+    let down = Command::new(weft_bin()).arg("down").env("WEFT_STATE_DIR", &state).output().unwrap();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    let _ = orchestrator.wait();
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut left = String::new();
+    while Instant::now() < until {
+        let ps = Command::new("podman").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
+        left = String::from_utf8_lossy(&ps.stdout).lines().filter(|l| names.iter().any(|n| n == l)).collect::<Vec<_>>().join(" ");
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(left.is_empty(), "containers left after weft down: {left}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// The frames of a pcap file (classic format, as `weft capture` writes).
 fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
     let d = std::fs::read(path).unwrap_or_default();

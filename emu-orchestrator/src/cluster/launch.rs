@@ -164,6 +164,10 @@ pub struct PlanBase {
     /// `/metrics` of process 0; process p listens on port + p (port 0:
     /// every process picks a free port).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve every process's `/metrics` over HTTPS to bearers of the fabric
+    /// token (`weft up --metrics-tls`), as one on another machine or on a
+    /// non-loopback address always is.
+    pub metrics_tls: bool,
     /// Traffic of the synthetic hosts (`weft up --workload`).
     pub workload: Option<emu_node::node::HostWorkload>,
     /// The bounded-lag policy's bound (0: none).
@@ -195,6 +199,8 @@ pub struct Launched {
     pub identity_plan: ProcessPlan,
     /// Control connections refused while launching (logged).
     pub events: Vec<String>,
+    /// The processes whose `/metrics` is HTTPS with the fabric token.
+    pub secure_metrics: std::collections::BTreeSet<u32>,
 }
 
 /// Starts one emu-node per index in `procs`, authenticates each (pinned
@@ -275,8 +281,9 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     write_state(dir, state)?;
     let epoch = emu_node::clock::monotonic_ns() + base.start_delay.as_nanos() as u64;
     // A process on another machine serves /metrics on that machine's
-    // address, over HTTPS with the fabric's certificate, to bearers of the
-    // fabric token; one here stays on loopback, plain HTTP.
+    // address; over HTTPS with the fabric's certificate, to bearers of the
+    // fabric token, as does every process with --metrics-tls or a
+    // non-loopback address. One here on loopback: plain HTTP.
     let remote_bind: BTreeMap<u32, std::net::IpAddr> = state.machines.iter().map(|(p, r)| (*p, r.machine.bind)).collect();
     let remote_machine: BTreeMap<u32, crate::config::machines::Machine> =
         state.machines.iter().map(|(p, r)| (*p, r.machine.clone())).collect();
@@ -289,6 +296,10 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
             a
         })
     };
+    // HTTPS and the token wherever /metrics is reachable from elsewhere.
+    let metrics_secure =
+        |process: u32| metrics_of(process).is_some_and(|a| base.metrics_tls || remote_bind.contains_key(&process) || !a.ip().is_loopback());
+    let secure_metrics: std::collections::BTreeSet<u32> = procs.iter().copied().filter(|&p| metrics_secure(p)).collect();
     let plan_for = |process: u32| ProcessPlan {
         process,
         fabric: base.fabric.clone(),
@@ -305,7 +316,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
         seed: base.seed,
         report_every_ms: base.report_every_ms,
         metrics: metrics_of(process),
-        metrics_token: (base.metrics.is_some() && remote_bind.contains_key(&process)).then(|| token.clone()),
+        metrics_token: metrics_secure(process).then(|| token.clone()),
         max_lag_ns: base.max_lag,
         // Only the flows of the hosts this process runs.
         workload: base.workload.as_ref().map(|w| emu_node::node::HostWorkload {
@@ -395,7 +406,7 @@ pub async fn launch(emu: &Path, dir: &Path, procs: &[u32], base: &PlanBase, stat
     }
     let events = launch_events.into_inner().unwrap_or_default();
     let identity_plan = plan_for(0);
-    Ok(Launched { ep, token, children, conns, addrs, identity_plan, events })
+    Ok(Launched { ep, token, children, conns, addrs, identity_plan, events, secure_metrics })
 }
 
 /// emu-nodes that start by themselves (Kubernetes pods, `weft up

@@ -17,7 +17,14 @@
 //!   TAP hosts need network namespaces and /dev/net/tun), its links bound
 //!   on the pod's IP;
 //! - a headless Service `weft-metrics` selecting the emu-node pods, whose
-//!   `/metrics` listen on 9100 + p (annotated for Prometheus).
+//!   `/metrics` listen on 9100 + p over HTTPS with the fabric's
+//!   certificate, answering only bearers of the fabric token (`weft up
+//!   --metrics-tls`); each pod has the DNS name
+//!   `weft-emu-node-p.weft-metrics.<namespace>.svc.cluster.local`;
+//! - a Prometheus pod `weft-prometheus` (Prometheus's own image) scraping every emu-node pod by that name, with the fabric's
+//!   certificate and token from a Secret of their own (`weft-metrics-scrape`,
+//!   without the private key) and its `prometheus.yml` from a ConfigMap,
+//!   behind a Service `weft-prometheus` (port 9090) for Grafana.
 //!
 //! Invariants: the pin in every emu-node pod's command is the certificate
 //! in the Secret; the placement in the ConfigMap is the one the
@@ -37,8 +44,8 @@ pub enum K8sError {
 }
 use emu_node::tls::FabricIdentity;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, Pod, PodSpec, SecretVolumeSource,
-    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, Namespace, ObjectFieldSelector, Pod, PodSpec,
+    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
@@ -48,6 +55,11 @@ use std::collections::BTreeMap;
 pub const CONTROL_PORT: u16 = 7400;
 /// `/metrics` of emu-node p listens on this port + p.
 pub const METRICS_PORT: u16 = 9100;
+/// The Prometheus pod's port.
+pub const PROMETHEUS_PORT: u16 = 9090;
+/// The Prometheus pod's image unless told: Prometheus's own (its binary is
+/// `/bin/prometheus`, on the PATH).
+pub const PROMETHEUS_IMAGE: &str = "quay.io/prometheus/prometheus:v2.53.1";
 
 /// What to render.
 #[derive(Debug, Clone)]
@@ -56,6 +68,8 @@ pub struct RenderOptions {
     pub namespace: String,
     /// Container image holding `weft` and `emu-node` on its PATH.
     pub image: String,
+    /// Container image of the Prometheus pod.
+    pub prometheus_image: String,
     /// emu-node pods.
     pub nodes: u32,
     /// `--links` between them (quic or udp).
@@ -168,6 +182,7 @@ pub fn render_with(
                         &o.links,
                         "--metrics",
                         &format!("0.0.0.0:{METRICS_PORT}"),
+                        "--metrics-tls",
                     ]
                     .map(String::from)
                     .to_vec(),
@@ -220,6 +235,9 @@ pub fn render_with(
             metadata: m,
             spec: Some(PodSpec {
                 restart_policy: Some("Never".into()),
+                // DNS name weft-emu-node-p.weft-metrics.<ns>.svc.cluster.local.
+                hostname: Some(format!("weft-emu-node-{p}")),
+                subdomain: Some("weft-metrics".into()),
                 containers: vec![Container {
                     name: "emu-node".into(),
                     image: Some(o.image.clone()),
@@ -280,6 +298,92 @@ pub fn render_with(
         ..Default::default()
     };
     out.push(("30-metrics-service.json".into(), json(serde_json::to_value(&metrics))?));
+
+    // A Prometheus of the fabric's own, with the certificate and token (not
+    // the private key) to scrape the emu-nodes.
+    let scrape = k8s_openapi::api::core::v1::Secret {
+        metadata: meta("weft-metrics-scrape", Some(ns), &[app.clone(), fabric.clone()]),
+        data: Some(BTreeMap::from([
+            ("ca.pem".to_string(), ByteString(identity.cert_pem().into_bytes())),
+            ("token".to_string(), ByteString(token.as_bytes().to_vec())),
+        ])),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    out.push(("40-prometheus-scrape-secret.json".into(), json(serde_json::to_value(&scrape))?));
+    let targets: Vec<(String, u32)> =
+        (0..o.nodes).map(|p| (format!("weft-emu-node-{p}.weft-metrics.{ns}.svc.cluster.local:{}", METRICS_PORT as u32 + p), p)).collect();
+    let yml = crate::observe::prometheus::cluster_config(
+        &topo.fabric.name,
+        &targets,
+        "/weft/scrape/ca.pem",
+        "/weft/scrape/token",
+        std::time::Duration::from_secs(1),
+    );
+    let prom_config = ConfigMap {
+        metadata: meta("weft-prometheus", Some(ns), &[app.clone(), fabric.clone()]),
+        data: Some(BTreeMap::from([("prometheus.yml".to_string(), yml)])),
+        ..Default::default()
+    };
+    out.push(("41-prometheus-config.json".into(), json(serde_json::to_value(&prom_config))?));
+    let prom_labels = [app.clone(), fabric.clone(), ("weft.dev/role", "prometheus".to_string())];
+    let mount = |name: &str, path: &str| VolumeMount { name: name.into(), mount_path: path.into(), ..Default::default() };
+    let prometheus = Pod {
+        metadata: meta("weft-prometheus", Some(ns), &prom_labels),
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "prometheus".into(),
+                image: Some(o.prometheus_image.clone()),
+                command: Some(
+                    [
+                        "prometheus",
+                        "--config.file=/weft/prometheus/prometheus.yml",
+                        "--storage.tsdb.path=/prometheus",
+                        &format!("--web.listen-address=0.0.0.0:{PROMETHEUS_PORT}"),
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                ),
+                volume_mounts: Some(vec![
+                    mount("config", "/weft/prometheus"),
+                    mount("scrape", "/weft/scrape"),
+                    mount("data", "/prometheus"),
+                ]),
+                ..Default::default()
+            }],
+            volumes: Some(vec![
+                Volume {
+                    name: "config".into(),
+                    config_map: Some(ConfigMapVolumeSource { name: "weft-prometheus".into(), ..Default::default() }),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "scrape".into(),
+                    secret: Some(SecretVolumeSource { secret_name: Some("weft-metrics-scrape".into()), ..Default::default() }),
+                    ..Default::default()
+                },
+                Volume { name: "data".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+            ]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    out.push(("42-prometheus.json".into(), json(serde_json::to_value(&prometheus))?));
+    let prom_service = Service {
+        metadata: meta("weft-prometheus", Some(ns), &[app.clone(), fabric.clone()]),
+        spec: Some(ServiceSpec {
+            selector: Some(BTreeMap::from([("weft.dev/role".to_string(), "prometheus".to_string())])),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                protocol: Some("TCP".into()),
+                port: PROMETHEUS_PORT as i32,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    out.push(("43-prometheus-service.json".into(), json(serde_json::to_value(&prom_service))?));
     Ok(out)
 }
 
@@ -291,7 +395,13 @@ mod tests {
     fn rendered() -> (Manifests, Topology, FabricIdentity) {
         let topo = Topology::load("leaf-spine-2x4-rt").unwrap();
         let identity = FabricIdentity::generate().unwrap();
-        let o = RenderOptions { namespace: "weft-test".into(), image: "weft:test".into(), nodes: 3, links: "udp".into() };
+        let o = RenderOptions {
+            namespace: "weft-test".into(),
+            image: "weft:test".into(),
+            prometheus_image: PROMETHEUS_IMAGE.into(),
+            nodes: 3,
+            links: "udp".into(),
+        };
         (render_with(&topo, "# the topology file\n", &o, &identity, "0123456789abcdef0123456789abcdef").unwrap(), topo, identity)
     }
 
@@ -303,7 +413,11 @@ mod tests {
     #[test]
     fn the_manifests_deserialize_into_kubernetes_objects_and_carry_the_plan() {
         let (m, topo, identity) = rendered();
-        assert_eq!(m.len(), 3 + 2 + 3 + 1, "namespace, secret, plan, orchestrator + service, 3 emu-nodes, metrics service");
+        assert_eq!(
+            m.len(),
+            3 + 2 + 3 + 1 + 4,
+            "namespace, secret, plan, orchestrator + service, 3 emu-nodes, metrics service, Prometheus secret + config + pod + service"
+        );
         for (f, v) in &m {
             assert!(v["apiVersion"] == "v1" && v["kind"].is_string(), "{f}: {v}");
         }
@@ -337,5 +451,22 @@ mod tests {
         }
         let metrics: Service = get(&m, "30-metrics-service.json");
         assert_eq!(metrics.spec.unwrap().ports.unwrap().len(), 3);
+        assert!(cmd.contains("--metrics-tls"), "the emu-nodes' /metrics need the token: {cmd}");
+        // The Prometheus: the certificate and token, never the private key;
+        // every emu-node pod's DNS name over HTTPS.
+        let scrape: Secret = get(&m, "40-prometheus-scrape-secret.json");
+        let data = scrape.data.unwrap();
+        assert_eq!(data.keys().collect::<Vec<_>>(), ["ca.pem", "token"]);
+        assert_eq!(String::from_utf8_lossy(&data["ca.pem"].0), identity.cert_pem());
+        let config: ConfigMap = get(&m, "41-prometheus-config.json");
+        let yml = &config.data.unwrap()["prometheus.yml"];
+        for p in 0..3 {
+            assert!(yml.contains(&format!("weft-emu-node-{p}.weft-metrics.weft-test.svc.cluster.local:{}", 9100 + p)), "{yml}");
+        }
+        assert!(yml.contains("scheme: https") && yml.contains("credentials_file: '/weft/scrape/token'"), "{yml}");
+        let prom: Pod = get(&m, "42-prometheus.json");
+        let c = &prom.spec.unwrap().containers[0];
+        assert_eq!(c.command.as_ref().unwrap()[0], "prometheus");
+        let _: Service = get(&m, "43-prometheus-service.json");
     }
 }

@@ -70,6 +70,7 @@ pub async fn run_distributed(
         start_delay: Duration::from_secs(2),
         report_every_ms: 0,
         metrics: metrics.as_ref().map(|m| m.0),
+        metrics_tls: false,
         // The hosts run here, with their flows already added.
         workload: None,
         max_lag,

@@ -51,6 +51,8 @@ pub struct UpOptions {
     pub state_dir: PathBuf,
     /// `/metrics` of emu-node 0 (process p: port + p; port 0: any free port).
     pub metrics: std::net::SocketAddr,
+    /// Every `/metrics` over HTTPS with the fabric token, also on loopback.
+    pub metrics_tls: bool,
     /// Start a Prometheus server scraping the fabric.
     pub prometheus: Option<PrometheusOptions>,
     /// Run seed (per-node RNG seeds derive from it, as in `weft run`).
@@ -439,6 +441,7 @@ async fn run_fabric(
         start_delay: if opts.workload.is_some() { Duration::from_secs(2) } else { Duration::ZERO },
         report_every_ms: 500,
         metrics: Some(opts.metrics),
+        metrics_tls: opts.metrics_tls,
         workload: opts.workload.as_ref().map(|w| w.0.clone()),
         max_lag: opts.max_lag,
         tap_offload: opts.tap_offload,
@@ -446,7 +449,7 @@ async fn run_fabric(
         external: opts.external.clone(),
         vm,
     };
-    let Launched { ep, token, children, mut conns, addrs, events: launched_events, identity_plan } =
+    let Launched { ep, token, children, mut conns, addrs, events: launched_events, identity_plan, secure_metrics } =
         launch(emu, &dir, &(0..procs).collect::<Vec<_>>(), &base, state).await?;
     for (_, tx, _) in conns.values_mut() {
         control::send(tx, &ToNode::Peers(addrs.clone())).await?;
@@ -455,13 +458,14 @@ async fn run_fabric(
     let targets: Vec<crate::observe::prometheus::Target> = addrs
         .iter()
         .filter_map(|a| {
-            let secure = state.machines.contains_key(&a.process);
+            let secure = secure_metrics.contains(&a.process);
             a.metrics.map(|m| crate::observe::prometheus::Target { addr: m, process: a.process, secure })
         })
         .collect();
-    // Endpoints on other machines: HTTPS with the fabric's certificate,
-    // the fabric token as bearer credential.
-    let secure = (!state.machines.is_empty())
+    // Endpoints on other machines (or off loopback, or --metrics-tls):
+    // HTTPS with the fabric's certificate, the fabric token as bearer
+    // credential.
+    let secure = (!secure_metrics.is_empty())
         .then(|| crate::observe::prometheus::SecureScrape { cert_pem: identity_plan.identity.cert_pem(), token: token.clone() });
     let interval = opts.prometheus.as_ref().map_or(Duration::from_secs(1), |p| p.scrape_interval);
     // Kept (not waited for) so that the child is not reaped behind the

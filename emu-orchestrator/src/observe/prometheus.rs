@@ -137,6 +137,38 @@ pub fn write_config(
     Ok((sd_path, yml_path))
 }
 
+/// A `prometheus.yml` for a Prometheus inside a Kubernetes cluster (the
+/// manifests of `weft k8s render`): every emu-node pod by its DNS name and
+/// port, over HTTPS with the fabric's certificate (`ca_file`) and the
+/// fabric token (`token_file`) as bearer, labelled as `weft up`'s own
+/// scrapes are (job `weft`, fabric, process), so the dashboards work alike.
+pub fn cluster_config(fabric: &str, targets: &[(String, u32)], ca_file: &str, token_file: &str, scrape_interval: Duration) -> String {
+    let secs = scrape_interval.as_secs_f64();
+    let mut yml = [
+        format!("# Written by `weft k8s render`: scrapes every emu-node pod of fabric {fabric}"),
+        "# over HTTPS with the fabric's certificate, the fabric token as bearer.".into(),
+        "global:".into(),
+        format!("  scrape_interval: {secs}s"),
+        format!("  evaluation_interval: {secs}s"),
+        "scrape_configs:".into(),
+        "  - job_name: weft-pods".into(),
+        "    scheme: https".into(),
+        "    tls_config:".into(),
+        format!("      ca_file: '{ca_file}'"),
+        format!("      server_name: '{}'", emu_node::tls::SERVER_NAME),
+        "    authorization:".into(),
+        "      type: Bearer".into(),
+        format!("      credentials_file: '{token_file}'"),
+        "    static_configs:".into(),
+    ]
+    .join("\n");
+    yml.push('\n');
+    for (target, process) in targets {
+        yml += &format!("      - targets: ['{target}']\n        labels: {{ job: 'weft', fabric: '{fabric}', process: '{process}' }}\n");
+    }
+    yml
+}
+
 /// Finds `bin` (a path, or a name looked up in PATH).
 pub fn find_binary(bin: &str) -> Result<PathBuf, PrometheusError> {
     let p = Path::new(bin);
