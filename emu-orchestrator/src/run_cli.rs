@@ -142,6 +142,14 @@ pub(crate) struct RunArgs {
     /// links: a node failure). E.g. --event 5ms,spine1,restart=1ms
     #[arg(long, value_name = "AT,TARGET,ACTION")]
     event: Vec<String>,
+    /// Model a routing protocol for ECMP and RPS: after each link of the
+    /// schedule goes down or comes up, every switch whose equal-cost routes
+    /// change installs the new ones DELAY × (1 + its switch hops from the
+    /// link) later, as a failure learnt hop by hop. Off by default: a
+    /// switch knows only its own ports, so a failure elsewhere black-holes
+    /// what hashes onto it. E.g. --routing-update 1ms
+    #[arg(long, value_name = "DELAY")]
+    routing_update: Option<String>,
     /// Real time: serve Prometheus /metrics here while the run lasts
     /// (emu-node p on port + p with --nodes; port 0: any free port) and
     /// write OUT/prometheus/targets.json (file SD) and prometheus.yml.
@@ -241,6 +249,7 @@ impl RunPlan {
             threads: a.threads,
             interrupt: None,
             stall_timeout: a.stall_timeout.parse().map_err(anyhow::Error::msg).context("--stall-timeout")?,
+            routing_update: a.routing_update.as_deref().map(parse_duration).transpose().context("--routing-update")?,
             transport_params,
             scale_time_params: a.scale_params || (a.clock == "real" && !a.no_scale_params),
             workload: match &a.workload {

@@ -637,3 +637,42 @@ fn down_keeps_the_state_file_while_a_leftover_remains_and_a_later_down_retries()
     assert!(!st.join("fabric.json").exists(), "nothing left: the state file is gone");
     let _ = std::fs::remove_dir_all(&st);
 }
+
+/// `--routing-update`: a link failure far from the senders (an edge's
+/// uplink in the destination pod) black-holes the ECMP flows that hash onto
+/// it, for good (TCP retransmits on the same 5-tuple); with routing updates
+/// every switch whose routes change installs new ones after the per-hop
+/// delay and every flow completes. The same bytes on one and two threads;
+/// a scheme with its own view of the paths is refused.
+#[test]
+fn routing_updates_let_ecmp_route_around_a_remote_failure() {
+    let d = tmp("routing-update");
+    let run = |extra: &[&str], out: &str| -> serde_json::Value {
+        let out = d.join(out);
+        let mut args = vec!["run", "fat-tree-k4", "--transport", "tcp", "--traffic", "all-to-all", "--flow-size", "200KB"];
+        args.extend_from_slice(&["--event", "0ns,edge3_1-agg3_1,down", "--until", "2s", "--stall-timeout", "off", "--quiet"]);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = weft(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    };
+    let done = |s: &serde_json::Value| s["flows"].as_array().unwrap().iter().filter(|f| f["fct"].is_u64()).count();
+    let updates = |s: &serde_json::Value| -> u64 {
+        s["switches"].as_array().unwrap().iter().map(|sw| sw["counters"]["route_updates"].as_u64().unwrap_or(0)).sum()
+    };
+    let without = run(&[], "without");
+    let with = run(&["--routing-update", "100us"], "with");
+    let flows = with["flows"].as_array().unwrap().len();
+    assert!(done(&without) < flows, "the failure black-holes some ECMP flows: {} of {flows} done", done(&without));
+    assert_eq!(updates(&without), 0);
+    assert_eq!(done(&with), flows, "with routing updates every flow completes");
+    assert!(updates(&with) > 0, "switches installed routing updates");
+    let two = run(&["--routing-update", "100us", "--threads", "2"], "two-threads");
+    assert_eq!(updates(&two), updates(&with));
+    let (a, b) = (std::fs::read(d.join("with/summary.json")).unwrap(), std::fs::read(d.join("two-threads/summary.json")).unwrap());
+    assert!(a == b, "the same summary on two threads");
+    let o = weft(&["run", "fat-tree-k4", "--scheme", "conga", "--routing-update", "1ms", "--out", d.join("x").to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("--routing-update models the routers of ecmp and rps"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -278,6 +278,10 @@ pub enum NodeAction {
     /// ([`crate::switch::Switch::restart`]). Its links go down and up
     /// around it as separate link events when the reboot takes time.
     Restart,
+    /// The switch installs routing table `k` of [`FabricSpec::route_updates`]:
+    /// what a control plane computed after a link went down or up
+    /// ([`FabricSpec::add_routing_updates`]).
+    Routes(u32),
 }
 
 /// A node event at a time.
@@ -306,6 +310,18 @@ pub struct FabricSpec {
     /// come first.
     #[serde(default)]
     pub node_schedule: Vec<NodeEvent>,
+    /// Routing tables the node events [`NodeAction::Routes`] install (empty
+    /// unless [`FabricSpec::add_routing_updates`]).
+    #[serde(default)]
+    pub route_updates: Vec<Vec<Route>>,
+}
+
+/// Every switch's equal-cost routes over a set of links, and the leaves
+/// they were computed for ([`FabricSpec::routing`]).
+struct Routing {
+    leaf_hosts: BTreeMap<NodeId, Vec<(NodeId, PortId)>>,
+    leaf_index: BTreeMap<NodeId, u16>,
+    tables: Vec<(NodeId, Vec<Route>)>,
 }
 
 /// The own IPv4 address of switch `node`: 169.254.n.n (link-local, so no
@@ -408,10 +424,11 @@ impl FabricSpec {
         Some((p.peer, p.peer_port))
     }
 
-    /// Computes shortest-path equal-cost routes on every switch: a /32 per
-    /// local host on its leaf, and one route per leaf subnet (its hosts'
-    /// common /24, or /32 per host when they do not share one) elsewhere.
-    pub fn compute_routes(&mut self) {
+    /// Shortest-path equal-cost routes of every switch over the links not in
+    /// `down`: a /32 per local host on its leaf, and one route per leaf
+    /// subnet (its hosts' common /24, or /32 per host when they do not share
+    /// one) elsewhere; a prefix no path reaches has no route.
+    fn routing(&self, down: &std::collections::BTreeSet<LinkId>) -> Routing {
         let n = self.nodes.len();
         // Leaves and their hosts.
         let mut leaf_hosts: BTreeMap<NodeId, Vec<(NodeId, PortId)>> = BTreeMap::new();
@@ -453,7 +470,7 @@ impl FabricSpec {
             while let Some(u) = q.pop_front() {
                 for p in &self.nodes[u.index()].ports {
                     let v = p.peer;
-                    if is_switch[v.index()] && dist[v.index()] == u32::MAX {
+                    if is_switch[v.index()] && dist[v.index()] == u32::MAX && !down.contains(&p.link) {
                         dist[v.index()] = dist[u.index()] + 1;
                         q.push_back(v);
                     }
@@ -461,6 +478,7 @@ impl FabricSpec {
             }
             dist_from.insert(*leaf, dist);
         }
+        let mut tables = Vec::new();
         for s in self.switches() {
             let mut routes = Vec::new();
             if let Some(hosts) = leaf_hosts.get(&s) {
@@ -483,13 +501,98 @@ impl FabricSpec {
                     .ports
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| is_switch[p.peer.index()] && dist[p.peer.index()].wrapping_add(1) == d)
+                    .filter(|(_, p)| is_switch[p.peer.index()] && !down.contains(&p.link) && dist[p.peer.index()].wrapping_add(1) == d)
                     .map(|(i, _)| PortId(i as u16))
                     .collect();
                 if !ports.is_empty() {
                     routes.push(Route { prefix: *prefix, len: *len, ports, dst_leaf: leaf_index.get(leaf).copied() });
                 }
             }
+            tables.push((s, routes));
+        }
+        Routing { leaf_hosts, leaf_index, tables }
+    }
+
+    /// Adds the routing updates a control plane makes after every link of
+    /// the schedule that goes down or comes up: each switch whose
+    /// equal-cost routes change (computed as at the start, over the links up
+    /// then) installs its new ones `per_hop` × (1 + its distance in switch
+    /// hops from the nearer end of the link) after the change, as a failure
+    /// learnt hop by hop (BGP-like; the link's own ends still skip a down
+    /// port at once, as without updates). A switch applies the updates of
+    /// successive changes in their order. Off unless called
+    /// (`weft run --routing-update`): by default a switch knows only its
+    /// own ports' state, and a failure elsewhere black-holes what hashes
+    /// onto it.
+    pub fn add_routing_updates(&mut self, per_hop: Nanos) {
+        let mut changes: Vec<(Nanos, LinkId, bool)> = self
+            .schedule
+            .iter()
+            .filter_map(|e| match e.action {
+                LinkAction::Down => Some((e.at, e.link, true)),
+                LinkAction::Up => Some((e.at, e.link, false)),
+                _ => None,
+            })
+            .collect();
+        changes.sort_by_key(|c| c.0);
+        let mut down = std::collections::BTreeSet::new();
+        let mut current: BTreeMap<NodeId, Vec<Route>> = self
+            .switches()
+            .into_iter()
+            .map(|s| (s, self.nodes[s.index()].as_switch().map(|x| x.routes.clone()).unwrap_or_default()))
+            .collect();
+        let mut last: BTreeMap<NodeId, Nanos> = BTreeMap::new();
+        for (at, link, goes_down) in changes {
+            let changed = if goes_down { down.insert(link) } else { down.remove(&link) };
+            if !changed {
+                continue;
+            }
+            let hops = self.switch_hops_from(link, &down);
+            let far = hops.iter().filter(|&&h| h != u32::MAX).max().copied().unwrap_or(0) + 1;
+            for (s, routes) in self.routing(&down).tables {
+                if current.get(&s) == Some(&routes) {
+                    continue;
+                }
+                let d = hops.get(s.index()).copied().filter(|&h| h != u32::MAX).unwrap_or(far);
+                let when = (at + per_hop * (1 + d as u64)).max(last.get(&s).copied().unwrap_or(0));
+                last.insert(s, when);
+                self.node_schedule.push(NodeEvent { at: when, node: s, action: NodeAction::Routes(self.route_updates.len() as u32) });
+                self.route_updates.push(routes.clone());
+                current.insert(s, routes);
+            }
+        }
+        self.node_schedule.sort_by_key(|e| e.at);
+    }
+
+    /// Switch hops from the nearer end of `link` to every node, over the
+    /// switch links not in `down` (`u32::MAX`: not reached).
+    fn switch_hops_from(&self, link: LinkId, down: &std::collections::BTreeSet<LinkId>) -> Vec<u32> {
+        let mut dist = vec![u32::MAX; self.nodes.len()];
+        let mut q = VecDeque::new();
+        if let Some(l) = self.links.get(link.index()) {
+            for end in [l.a.0, l.b.0] {
+                if self.nodes[end.index()].as_switch().is_some() {
+                    dist[end.index()] = 0;
+                    q.push_back(end);
+                }
+            }
+        }
+        while let Some(u) = q.pop_front() {
+            for p in &self.nodes[u.index()].ports {
+                if self.nodes[p.peer.index()].as_switch().is_some() && dist[p.peer.index()] == u32::MAX && !down.contains(&p.link) {
+                    dist[p.peer.index()] = dist[u.index()] + 1;
+                    q.push_back(p.peer);
+                }
+            }
+        }
+        dist
+    }
+
+    /// Computes shortest-path equal-cost routes on every switch ([`FabricSpec::routing`]
+    /// over every link) and what the schemes derive from them.
+    pub fn compute_routes(&mut self) {
+        let Routing { leaf_hosts, leaf_index, tables } = self.routing(&Default::default());
+        for (s, routes) in tables {
             if let NodeKind::Switch(sw) = &mut self.nodes[s.index()].kind {
                 sw.routes = routes;
                 sw.leaf_index = leaf_index.get(&s).copied();

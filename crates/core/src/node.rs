@@ -79,6 +79,13 @@ impl Node {
             s.set_port_up(now, port, up, out)
         }
     }
+    /// Installs a routing update on a switch ([`Switch::install_routes`]);
+    /// a host has no routes.
+    pub fn install_routes(&mut self, routes: &[weft_tofino::l3::Route]) {
+        if let Node::Switch(s) = self {
+            s.install_routes(routes);
+        }
+    }
     /// Restarts a switch at `now` ([`Switch::restart`]: it loses its
     /// register state, as a rebooted ASIC); a host cannot restart.
     pub fn restart(&mut self, now: Nanos, out: &mut Vec<Transmit>) -> Result<(), NodeError> {

@@ -208,6 +208,8 @@ pub enum NodeMsg {
     /// The switch restarts and loses its register state
     /// ([`weft_core::node::Node::restart`]).
     Restart,
+    /// Install a routing update (the switch's new routes).
+    Routes(Vec<weft_core::fabric::Route>),
     /// Starts (or replaces) a capture on a port.
     Capture {
         /// Port.
@@ -485,6 +487,11 @@ impl Actor for NodeActor {
                         LinkChange::Delay(d) => p.delay = d,
                         LinkChange::Loss(ppm) => p.loss.set(ppm),
                     }
+                }
+            }
+            NodeMsg::Routes(routes) => {
+                if let Some(n) = st.node.as_mut() {
+                    n.install_routes(&routes);
                 }
             }
             NodeMsg::Restart => {

@@ -669,6 +669,13 @@ impl ProcessRuntime {
             let restart = self.restart_action(ev.node);
             match ev.action {
                 NodeAction::Restart => self.sched.at(start + ev.at, Box::new(restart)),
+                NodeAction::Routes(k) => {
+                    let (Some(a), Some(routes)) = (self.actors.get(&ev.node), self.plan.fabric.route_updates.get(k as usize)) else {
+                        continue;
+                    };
+                    let (actor, routes) = (a.actor.clone(), routes.clone());
+                    self.sched.at(start + ev.at, Box::new(move |_| drop(actor.cast(NodeMsg::Routes(routes.clone())))));
+                }
             }
         }
         for ev in &self.plan.fabric.schedule {

@@ -91,6 +91,10 @@ pub struct RunOptions {
     /// Virtual time: stop a run whose flows stopped moving
     /// ([`emu_node::watchdog`], `--stall-timeout`).
     pub stall_timeout: StallTimeout,
+    /// Routing updates after the schedule's link changes, learnt this long
+    /// per switch hop (`--routing-update`; `None`: switches know only their
+    /// own ports, the default). ECMP and RPS only.
+    pub routing_update: Option<Nanos>,
 }
 
 /// How long a virtual-time run may go without progress (no flow completes,
@@ -320,6 +324,7 @@ impl Default for RunOptions {
             threads: 1,
             interrupt: None,
             stall_timeout: StallTimeout::Auto,
+            routing_update: None,
             transport: Transport::Udp,
             transport_params: Default::default(),
             scale_time_params: false,
@@ -432,6 +437,9 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
         }
     }
     crate::config::params::apply_scheme_params(&mut fabric, &opts.scheme_params);
+    if let Some(per_hop) = opts.routing_update {
+        fabric.add_routing_updates(per_hop);
+    }
     fabric
 }
 
@@ -553,6 +561,10 @@ impl Prepared {
     }
 }
 
+/// The schemes that forward on the routing table's equal-cost groups alone,
+/// which `--routing-update` changes.
+pub const ROUTED_SCHEMES: [&str; 2] = ["ecmp", "rps"];
+
 /// Prepares a run (fabric with overrides applied, the nodes' configuration,
 /// the flows); [`Prepared::engine`] and [`Prepared::nodes`] build from it.
 pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError> {
@@ -561,6 +573,14 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
     let scheme_names: std::collections::BTreeSet<String> =
         fabric.nodes.iter().filter_map(|n| n.as_switch()).map(|s| s.scheme.clone()).collect();
     crate::config::params::check_schemes_run(&fabric, &opts.scheme_params)?;
+    if opts.routing_update.is_some() {
+        if let Some(s) = scheme_names.iter().find(|s| !ROUTED_SCHEMES.contains(&s.as_str())) {
+            return Err(RunError::Transport(format!(
+                "--routing-update models the routers of {}: {s} keeps its own view of the paths (choose --scheme ecmp or rps)",
+                ROUTED_SCHEMES.join(" and ")
+            )));
+        }
+    }
     for s in &scheme_names {
         schemes::build(s, opts.scheme_params.get(s).unwrap_or(&Params::new()), Default::default())?;
     }

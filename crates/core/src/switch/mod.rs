@@ -183,6 +183,10 @@ pub struct SwitchCounters {
     /// results of runs without restarts keep their bytes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub restarts: u64,
+    /// Routing tables installed by routing updates (`--routing-update`;
+    /// absent when 0, so results without them keep their bytes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub route_updates: u64,
     /// Frames lost from the queues when the switch restarted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drop_restart: u64,
@@ -418,6 +422,15 @@ impl Switch {
         let mut s = Self::with_program(id, node, cfg, program)?;
         s.boot_image = Some(Box::new(image));
         Ok(s)
+    }
+
+    /// Replaces the routing table with `routes` (a control plane's routing
+    /// update after a link change elsewhere, [`crate::fabric::NodeAction::Routes`]);
+    /// the program gives each route its data again. A restart boots with the
+    /// topology's routes.
+    pub fn install_routes(&mut self, routes: &[weft_tofino::l3::Route]) {
+        self.routes = RouteTable::with_data(routes, |r| self.program.route_data(r));
+        self.counters.route_updates += 1;
     }
 
     /// Restarts the switch at `now`, as a rebooted ASIC: the program is

@@ -180,6 +180,8 @@ struct Layout {
     /// Node events, each with the links of its node; their tags come
     /// before the link events' (`link_base`).
     node_schedule: Vec<(NodeEvent, Vec<LinkId>)>,
+    /// The routing tables of [`NodeAction::Routes`] events.
+    route_updates: Vec<Vec<weft_core::fabric::Route>>,
     link_base: u64,
     channel_base: u64,
     timer_base: u64,
@@ -380,6 +382,14 @@ impl Part {
                     self.flush(lay, ne.node);
                 }
             }
+            NodeAction::Routes(k) => {
+                if lay.place[ne.node.index()].0 == self.index {
+                    if let Some(routes) = lay.route_updates.get(k as usize) {
+                        let i = self.local(lay, ne.node);
+                        self.nodes[i].install_routes(routes);
+                    }
+                }
+            }
         }
     }
 
@@ -541,7 +551,7 @@ impl Engine {
         let links: Vec<LinkState> =
             fabric.links.iter().map(|l| LinkState { up: true, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
         let ends: Vec<_> = fabric.links.iter().map(|l| [l.a, l.b]).collect();
-        for ne in &fabric.node_schedule {
+        for ne in fabric.node_schedule.iter().filter(|ne| ne.action == NodeAction::Restart) {
             match nodes.get(ne.node.index()) {
                 Some(n) if n.can_restart() => {}
                 _ => {
@@ -564,8 +574,19 @@ impl Engine {
             node_schedule: fabric
                 .node_schedule
                 .iter()
-                .map(|ne| (*ne, fabric.nodes.get(ne.node.index()).map_or_else(Vec::new, |n| n.ports.iter().map(|p| p.link).collect())))
+                .map(|ne| {
+                    // A restart takes the switch's links down (their ends'
+                    // partitions apply it); a routing update is the switch's own.
+                    let links = match ne.action {
+                        NodeAction::Restart => {
+                            fabric.nodes.get(ne.node.index()).map_or_else(Vec::new, |n| n.ports.iter().map(|p| p.link).collect())
+                        }
+                        NodeAction::Routes(_) => Vec::new(),
+                    };
+                    (*ne, links)
+                })
                 .collect(),
+            route_updates: fabric.route_updates.clone(),
             link_base,
             channel_base,
             timer_base,
