@@ -1462,7 +1462,8 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
 /// whose image is the same (m1 shares this machine's path); `weft status`
 /// lists both machines' VMs; `weft exec` runs commands in them over ssh
 /// (`ibv_devices`, exit codes), RDMA works between them across the spines'
-/// machine; nothing is left after `weft down`.
+/// machine; Ctrl-C (SIGINT) of the orchestrator leaves no emu-node or VM on
+/// any machine.
 #[test]
 #[ignore = "needs root, qemu-system-x86_64, apt (Debian's archive), ip, nsenter, sshd, ssh: scripts/test runs it (as root, --include-ignored)"]
 fn vm_hosts_on_other_machines_get_the_image_and_answer_weft_exec() {
@@ -1513,10 +1514,23 @@ fn vm_hosts_on_other_machines_get_the_image_and_answer_weft_exec() {
     assert!(out.contains("bytes in"), "RDMA between the machines' VMs: {out}");
     let qemus = qemu_pids(&f);
     assert_eq!(qemus.len(), 2);
+    // Ctrl-C (SIGINT) of the orchestrator stops every machine's emu-node
+    // and VM, and removes the state.
+    let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.dir.join("fabric.json")).unwrap()).unwrap();
+    let (orchestrator, pin) = (st["orchestrator"].as_u64().unwrap_or(0) as i32, st["pin"].as_str().unwrap_or_default().to_string());
+    assert!(orchestrator > 0 && emu_nodes_with(&pin).len() == 3, "{st}");
+    // SAFETY: signalling the orchestrator this test started.
+    unsafe { libc::kill(orchestrator, libc::SIGINT) };
+    let t0 = Instant::now();
+    while f.dir.join("fabric.json").exists() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!f.dir.join("fabric.json").exists(), "Ctrl-C removed the fabric within 30 s");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(qemus.iter().all(|&p| !alive(p)), "no VM left after Ctrl-C: {qemus:?}");
+    assert!(emu_nodes_with(&pin).is_empty(), "no emu-node left after Ctrl-C: {:?}", emu_nodes_with(&pin));
     let prefix = f.prefix.clone();
     drop(f);
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(qemus.iter().all(|&p| !alive(p)), "no VM left: {qemus:?}");
     assert_clean(&[], &prefix);
 }
 
