@@ -2312,6 +2312,10 @@ fn prometheus_scrapes_the_emu_nodes_of_every_machine_over_tls_with_the_token() {
             "--prometheus",
             "--prometheus-listen",
             "127.0.0.1:0",
+            // A scrape may take over a second on a loaded 2-core machine
+            // (the timeout is the interval).
+            "--scrape-interval",
+            "2s",
         ],
     );
     let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.dir.join("fabric.json")).unwrap()).unwrap();

@@ -55,11 +55,42 @@ pub struct MetricsAccess {
     pub token: String,
 }
 
-/// A listener that completes a TLS handshake on each accepted connection
-/// (a handshake that fails or takes over 5 s drops that connection only).
+/// A listener whose connections have completed a TLS handshake. Each
+/// accepted TCP connection is handshaken in a task of its own (one that
+/// fails or takes over 5 s drops that connection only), so a slow or silent
+/// client never holds up the next one (a Prometheus scrape waiting behind
+/// it would time out).
 struct TlsListener {
-    tcp: tokio::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
+    ready: tokio::sync::mpsc::Receiver<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, SocketAddr)>,
+    addr: SocketAddr,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    fn new(tcp: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcceptor, addr: SocketAddr) -> Self {
+        let (tx, ready) = tokio::sync::mpsc::channel(64);
+        let accepting = tokio::spawn(async move {
+            loop {
+                let Ok((conn, from)) = tcp.accept().await else {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    if let Ok(Ok(tls)) = tokio::time::timeout(std::time::Duration::from_secs(5), acceptor.accept(conn)).await {
+                        let _ = tx.send((tls, from)).await;
+                    }
+                });
+            }
+        });
+        TlsListener { ready, addr, accepting }
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
 }
 
 impl axum::serve::Listener for TlsListener {
@@ -67,19 +98,16 @@ impl axum::serve::Listener for TlsListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((tcp, from)) = self.tcp.accept().await else {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            };
-            if let Ok(Ok(tls)) = tokio::time::timeout(std::time::Duration::from_secs(5), self.acceptor.accept(tcp)).await {
-                return (tls, from);
-            }
+        match self.ready.recv().await {
+            Some(c) => c,
+            // The accepting task ended (never on its own): wait for ever,
+            // as a listener with no more connections does.
+            None => std::future::pending().await,
         }
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
+        Ok(self.addr)
     }
 }
 
@@ -130,7 +158,7 @@ pub fn serve(
         }),
         Some(a) => {
             let config = a.identity.tcp_server().map_err(|e| MetricsServerError::Bind(addr, std::io::Error::other(e.to_string())))?;
-            let tls = TlsListener { tcp: listener, acceptor: tokio_rustls::TlsAcceptor::from(config) };
+            let tls = TlsListener::new(listener, tokio_rustls::TlsAcceptor::from(config), addr);
             tokio::spawn(async move {
                 let _ = axum::serve(tls, app).await;
             })
@@ -208,6 +236,24 @@ mod tests {
             let mut out = Vec::new();
             let _ = tokio::time::timeout(std::time::Duration::from_secs(6), tcp.read_to_end(&mut out)).await;
             assert!(!String::from_utf8_lossy(&out).contains("weft_process"));
+        });
+    }
+
+    #[test]
+    fn a_silent_client_does_not_hold_up_a_scrape() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+        rt.block_on(async {
+            let identity = FabricIdentity::generate().expect("identity");
+            let token = "0123456789abcdef0123456789abcdef".to_string();
+            let l = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
+            let s = serve(l, source(), Some(MetricsAccess { identity: identity.clone(), token: token.clone() })).expect("serve");
+            // Connected, never says a word (its handshake would wait 5 s).
+            let _silent = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
+            let t0 = std::time::Instant::now();
+            let st = tokio::time::timeout(std::time::Duration::from_secs(3), get_tls(s.addr, &identity, Some(&format!("Bearer {token}"))))
+                .await
+                .expect("a scrape behind a silent client answers at once");
+            assert!(st.contains("200") && t0.elapsed() < std::time::Duration::from_secs(2), "{st} after {:?}", t0.elapsed());
         });
     }
 
