@@ -242,8 +242,8 @@ pub(crate) struct Live {
     flaps: Mutex<BTreeMap<LinkId, tokio::task::JoinHandle<()>>>,
     /// Link delays changed since the start (`weft link LINK delay`), ns.
     delays: Mutex<BTreeMap<LinkId, u64>>,
-    /// Where each process runs, in words (a machine's name, or `emu-node P`).
-    places: BTreeMap<u32, String>,
+    /// The machine each process on another machine runs on, by name.
+    machines: BTreeMap<u32, String>,
 }
 
 /// What `weft up` prints once the fabric runs.
@@ -479,11 +479,7 @@ async fn run_fabric(
         events: Arc::new(Mutex::new(launched_events)),
         flaps: Mutex::default(),
         delays: Mutex::default(),
-        places: state
-            .processes
-            .keys()
-            .map(|&p| (p, state.machines.get(&p).map_or(format!("emu-node {p}"), |m| m.machine.name.clone())))
-            .collect(),
+        machines: state.machines.iter().map(|(&p, r)| (p, r.machine.name.clone())).collect(),
     });
     let sock = socket_file(&dir);
     let _ = std::fs::remove_file(&sock);
@@ -655,7 +651,7 @@ struct SilenceWatch {
 impl Live {
     /// The machine process `p` runs on, when not this one.
     fn machine_of(&self, p: u32) -> Option<&str> {
-        self.places.get(&p).map(String::as_str).filter(|m| !m.starts_with("emu-node "))
+        self.machines.get(&p).map(String::as_str)
     }
 }
 
@@ -945,7 +941,7 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
             let reports: BTreeMap<u32, ProcessReport> =
                 processes.iter().filter_map(|p: &ProcessStatus| Some((p.process, p.report.clone()?))).collect();
             let delays = live.delays.lock().map(|d| d.clone()).unwrap_or_default();
-            let place = |p: u32| live.places.get(&p).cloned().unwrap_or_else(|| format!("emu-node {p}"));
+            let place = |p: u32| live.machine_of(p).map_or_else(|| format!("emu-node {p}"), String::from);
             Response {
                 ok: true,
                 message: String::new(),

@@ -214,14 +214,20 @@ mod tests {
         status
     }
 
+    /// An HTTPS endpoint on loopback with a fresh identity and a token.
+    async fn tls_server() -> (MetricsServer, FabricIdentity, String) {
+        let identity = FabricIdentity::generate().expect("identity");
+        let token = "0123456789abcdef0123456789abcdef".to_string();
+        let l = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
+        let s = serve(l, source(), Some(MetricsAccess { identity: identity.clone(), token: token.clone() })).expect("serve");
+        (s, identity, token)
+    }
+
     #[test]
     fn an_endpoint_for_other_machines_wants_tls_and_the_fabric_token() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
         rt.block_on(async {
-            let identity = FabricIdentity::generate().expect("identity");
-            let token = "0123456789abcdef0123456789abcdef".to_string();
-            let l = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
-            let s = serve(l, source(), Some(MetricsAccess { identity: identity.clone(), token: token.clone() })).expect("serve");
+            let (s, identity, token) = tls_server().await;
             assert!(get_tls(s.addr, &identity, Some(&format!("Bearer {token}"))).await.contains("200"));
             for bad in [None, Some("Bearer wrong"), Some("Bearer 0123456789abcdef0123456789abcdeX"), Some(token.as_str())] {
                 let st = get_tls(s.addr, &identity, bad).await;
@@ -243,10 +249,7 @@ mod tests {
     fn a_silent_client_does_not_hold_up_a_scrape() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
         rt.block_on(async {
-            let identity = FabricIdentity::generate().expect("identity");
-            let token = "0123456789abcdef0123456789abcdef".to_string();
-            let l = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
-            let s = serve(l, source(), Some(MetricsAccess { identity: identity.clone(), token: token.clone() })).expect("serve");
+            let (s, identity, token) = tls_server().await;
             // Connected, never says a word (its handshake would wait 5 s).
             let _silent = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
             let t0 = std::time::Instant::now();
