@@ -676,3 +676,44 @@ fn routing_updates_let_ecmp_route_around_a_remote_failure() {
     assert!(!o.status.success() && stderr(&o).contains("--routing-update models the routers of ecmp and rps"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_bmv2_target_serves_packets_at_its_per_packet_time() {
+    // One 100-byte UDP packet h0 -> h3 crosses leaf0, a spine and leaf1.
+    // On tofino2 that takes microseconds; on bmv2 with a fixed 1 ms per
+    // packet, at least 3 ms, plus the host's ARP requests (after 0, 100,
+    // 300 and 700 µs: the gateway answers only after 1 ms), which its
+    // input buffer serves before the data.
+    let dir = tmp("bmv2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = |target: &str, extra: &str| {
+        format!(
+            "name = \"bmv2-test\"\n[generator]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\n\
+             host_link = {{ rate = \"100Mbps\", delay = \"10us\" }}\nfabric_link = {{ rate = \"100Mbps\", delay = \"10us\" }}\n\
+             [switches]\ntarget = \"{target}\"\n{extra}"
+        )
+    };
+    let flows = dir.join("flows.txt");
+    std::fs::write(&flows, "1\n0 3 0 100 0\n").unwrap();
+    let run = |name: &str, text: String| -> serde_json::Value {
+        let t = dir.join(format!("{name}.toml"));
+        std::fs::write(&t, text).unwrap();
+        let out = dir.join(name);
+        let o = weft(&["run", t.to_str().unwrap(), "--flows-file", flows.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
+    };
+    let asic = run("tofino2", topo("tofino2", ""));
+    let soft = run("bmv2", topo("bmv2", "packet_time = \"1ms\"\npacket_jitter = 0\n"));
+    let fct = |s: &serde_json::Value| s["flows"][0]["fct"].as_u64().unwrap();
+    assert!(fct(&asic) < 100_000, "tofino2 fct {}", fct(&asic));
+    // ARP requests 2-4 wait at leaf0 in front of the data: 3 + 3 packet times.
+    assert!((6_000_000..6_200_000).contains(&fct(&soft)), "bmv2 fct {}", fct(&soft));
+    assert_eq!(soft["hosts"][0]["counters"]["arp_requests"], 4);
+    // A per-packet time is for a software target only.
+    let t = dir.join("bad.toml");
+    std::fs::write(&t, topo("tofino2", "packet_time = \"1ms\"\n")).unwrap();
+    let o = weft(&["validate", t.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("packet_time and packet_jitter are for a software target"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

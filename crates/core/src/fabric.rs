@@ -81,6 +81,20 @@ pub struct SwitchSpec {
     /// the run's default (10 µs).
     #[serde(default)]
     pub cpu_latency_ns: Option<Nanos>,
+    /// A software target's mean per-packet pipeline time, instead of the
+    /// target's (`packet_time` in a topology; `SoftwarePipeline`).
+    #[serde(default)]
+    pub packet_time_ns: Option<Nanos>,
+    /// A software target's per-packet time spread (coefficient of
+    /// variation, 0 to 1), instead of the target's.
+    #[serde(default)]
+    pub packet_jitter: Option<f64>,
+    /// Egress ports are rated in packets, as BMv2's `set_queue_rate`: every
+    /// frame holds its port for the time of a full-size frame (MTU +
+    /// Ethernet header) at the link's rate, whatever its own size
+    /// (`queue_rate = "packets"` in a topology).
+    #[serde(default)]
+    pub queue_rate_packets: bool,
     /// PFC enabled (lossless).
     pub pfc: bool,
     /// ECN marking on data queues.
@@ -159,6 +173,9 @@ impl SwitchSpec {
             upper_fanout: 0,
             queue_limit_packets: None,
             cpu_latency_ns: None,
+            packet_time_ns: None,
+            packet_jitter: None,
+            queue_rate_packets: false,
             tier_position: None,
             hosts_per_leaf: 0,
             leaf_addresses: Vec::new(),

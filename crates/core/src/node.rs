@@ -266,7 +266,7 @@ pub enum NodeError {
     #[error(transparent)]
     Host(#[from] crate::host::HostError),
     /// Unknown target profile.
-    #[error("switch `{switch}`: unknown target `{target}` (known: tofino2, tofino1, unlimited)")]
+    #[error("switch `{switch}`: unknown target `{target}` (known: tofino2, tofino1, unlimited, bmv2, bmv2-opt)")]
     UnknownTarget {
         /// Switch.
         switch: String,
@@ -289,8 +289,12 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &NodeConfig) -> Res
     let Some(s) = n.as_switch() else {
         return Err(SwitchError::NotASwitch(n.name.clone()).into());
     };
-    let target =
+    let mut target =
         TargetProfile::by_name(&s.target).ok_or_else(|| NodeError::UnknownTarget { switch: n.name.clone(), target: s.target.clone() })?;
+    if let Some(sw) = &mut target.software {
+        sw.per_packet_ns = s.packet_time_ns.unwrap_or(sw.per_packet_ns);
+        sw.jitter = s.packet_jitter.unwrap_or(sw.jitter);
+    }
     let queues = s.queues_per_port.unwrap_or(target.queues_per_port);
     let buffer = s.buffer_bytes.unwrap_or(target.buffer_bytes());
     let mut tm = TmConfig::standard(queues, buffer, target.cell_bytes, s.ecn);
@@ -299,7 +303,7 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &NodeConfig) -> Res
     }
     tm.held_outside_pfc = s.held_outside_pfc;
     tm.pfc_watchdog = s.pfc_watchdog;
-    tm.queue_limit_packets = s.queue_limit_packets;
+    tm.queue_limit_packets = s.queue_limit_packets.or(target.software.map(|sw| sw.queue_packets));
     if s.buffer_rules == BufferRules::Ns3 {
         let headroom_bytes =
             n.ports.iter().map(|p| Ns3Mmu::headroom_for(p.rate.bps(), fabric.links.get(p.link.index()).map_or(0, |l| l.delay))).collect();

@@ -554,3 +554,91 @@ fn a_recirculated_packet_dropped_in_the_traffic_manager_takes_its_metadata_along
     // metadata shifted the third packet's onto the dropped one's: port 1).
     assert_eq!(*log.second_passes.lock().unwrap(), vec![(PortId(0), 1), (PortId(2), 1)]);
 }
+
+/// A leaf of `f` on the `bmv2` target with a fixed per-packet time.
+fn bmv2_leaf(f: &FabricSpec, per_packet_ns: Nanos, jitter: f64, input_buffer: u32) -> Switch {
+    let mut target = TargetProfile::bmv2();
+    let sw = target.software.as_mut().unwrap();
+    sw.per_packet_ns = per_packet_ns;
+    sw.jitter = jitter;
+    sw.input_buffer_packets = input_buffer;
+    let cfg = SwitchConfig { tm: TmConfig::standard(8, 1 << 30, target.cell_bytes, None), target, ..config() };
+    Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).unwrap()
+}
+
+#[test]
+fn a_software_target_serves_one_packet_at_a_time_across_ports() {
+    // 6 frames arrive at once on two ports; the one ingress thread takes
+    // 100 µs for each, so they leave at 100, 200, ... 600 µs, in arrival
+    // order, whatever port they came in on (the links are fast).
+    let f = fabric(2, 2, BitRate::gbps(100));
+    let mut s = bmv2_leaf(&f, 100_000, 0.0, 1024);
+    let mut out = vec![];
+    for i in 0..6u16 {
+        s.handle_frame(0, PortId(i % 2), udp_frame(&f, (i % 2) as usize, FAR, 100 + i, 200), &mut out);
+    }
+    assert!(out.is_empty(), "nothing leaves before the pipeline served it");
+    drain(&mut s, 10_000_000, &mut out);
+    let starts: Vec<Nanos> = out.iter().map(|t| t.start).collect();
+    assert_eq!(starts, vec![100_000, 200_000, 300_000, 400_000, 500_000, 600_000]);
+    let sports: Vec<u16> = out.iter().map(|t| FrameInfo::parse(&t.frame).unwrap().ip.unwrap().src_port).collect();
+    assert_eq!(sports, (100..106).collect::<Vec<u16>>());
+}
+
+#[test]
+fn a_software_target_drops_what_its_full_input_buffer_cannot_hold() {
+    // One frame in service and 3 waiting fill a 3-packet buffer: of 10
+    // frames at once, 4 go through and 6 are counted as input-buffer drops.
+    let f = fabric(2, 2, BitRate::gbps(100));
+    let mut s = bmv2_leaf(&f, 50_000, 0.0, 3);
+    let mut out = vec![];
+    for i in 0..10u16 {
+        s.handle_frame(0, PortId(0), udp_frame(&f, 0, FAR, 100 + i, 200), &mut out);
+    }
+    drain(&mut s, 10_000_000, &mut out);
+    assert_eq!(out.len(), 4);
+    assert_eq!(s.counters().drop_input_buffer, 6);
+    assert_eq!(s.counters().drops(), 6);
+}
+
+#[test]
+fn a_software_targets_jitter_keeps_the_mean_per_packet_time() {
+    // 2 000 frames queued at once under exponential service (jitter 1):
+    // the last leaves after about 2 000 x 100 µs (within 5 %), and the gaps
+    // vary (not all equal).
+    let f = fabric(2, 2, BitRate::gbps(100));
+    let mut s = bmv2_leaf(&f, 100_000, 1.0, 4096);
+    let mut out = vec![];
+    for i in 0..2000u16 {
+        s.handle_frame(0, PortId(0), udp_frame(&f, 0, FAR, i, 100), &mut out);
+    }
+    drain(&mut s, u64::MAX / 2, &mut out);
+    assert_eq!(out.len(), 2000);
+    let last = out.last().unwrap().start as f64;
+    assert!((last / 200_000_000.0 - 1.0).abs() < 0.05, "last departure {last} ns");
+    let gaps: Vec<Nanos> = out.windows(2).map(|w| w[1].start - w[0].start).collect();
+    assert!(gaps.iter().any(|&g| g < 50_000) && gaps.iter().any(|&g| g > 200_000), "exponential gaps spread");
+}
+
+#[test]
+fn a_port_rated_in_packets_holds_every_frame_for_a_full_size_frames_time() {
+    // BMv2's queue rates count packets: at 12 Mbit/s a 1 514-byte frame
+    // takes 1 009.3 µs, and so does the slot of a 100-byte one.
+    let mut f = fabric(2, 2, BitRate::mbps(12));
+    if let weft_core::fabric::NodeKind::Switch(sw) = &mut f.nodes[0].kind {
+        sw.queue_rate_packets = true;
+    }
+    let target = TargetProfile::tofino2();
+    let cfg = SwitchConfig { tm: TmConfig::standard(32, 9_000_000, target.cell_bytes, None), target, ..config() };
+    let mut s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).unwrap();
+    let mut out = vec![];
+    for i in 0..3u16 {
+        s.handle_frame(0, PortId(0), udp_frame(&f, 0, Ipv4Address::new(10, 0, 0, 3), i, 100), &mut out);
+    }
+    drain(&mut s, 1_000_000_000, &mut out);
+    let slot = BitRate::mbps(12).serialization_ns(1514);
+    let starts: Vec<Nanos> = out.iter().map(|t| t.start).collect();
+    assert_eq!(starts, vec![0, slot, 2 * slot]);
+    // The frame itself is on the wire for its own length only.
+    assert_eq!(out[0].end - out[0].start, BitRate::mbps(12).serialization_ns(out[0].frame.len()));
+}

@@ -10,7 +10,8 @@
 //! (register access per pass and stage, resource budgets at load time), so a
 //! scheme that runs here fits the chip.
 //!
-//! - [`target`]: the budgets of `tofino2`, `tofino1` and `unlimited`;
+//! - [`target`]: the budgets of `tofino2`, `tofino1` and `unlimited`, and the
+//!   software pipeline of `bmv2` and `bmv2-opt`;
 //! - [`resources`]: program declarations, the load-time budget check and the
 //!   resource report;
 //! - [`registers`]: register arrays with the one-access-per-pass and
@@ -48,5 +49,5 @@ pub use program::{Declarations, EgressCx, IngressCx, PacketSource, Program, Swit
 pub use registers::{ProgramError, RegisterFile, RegisterId};
 pub use resources::{Gress, ResourceError, ResourceReport, ResourceUsage, TableKind};
 pub use tables::{TableFile, TableId};
-pub use target::TargetProfile;
+pub use target::{SoftwarePipeline, TargetProfile};
 pub use tm::{BufferModel, BufferRules, Ns3Mmu, PfcConfig, QueueConfig, RedConfig, TmConfig, TrafficManager, CONTROL_TRAFFIC_CLASS};

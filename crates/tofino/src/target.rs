@@ -3,6 +3,11 @@
 //! Figures for Tofino2 and Tofino1 come from Intel's public descriptions as
 //! summarised in docs/ARCHITECTURE.md#the-tofino2-model; `unlimited` lifts every limit for experiments
 //! that ignore the chip. Every figure can be overridden per switch.
+//!
+//! `bmv2` and `bmv2-opt` are the P4 software switch (p4lang/behavioral-model's
+//! `simple_switch`) that Mininet testbeds run: no chip budgets, but a
+//! [`SoftwarePipeline`] that serves packets one at a time at a measured
+//! per-packet cost instead of line rate (docs/ARCHITECTURE.md#the-bmv2-target).
 
 use serde::{Deserialize, Serialize};
 use weft_wire::time::BitRate;
@@ -57,6 +62,50 @@ pub struct TargetProfile {
     pub recirculation_min_cells: u32,
     /// CPU (PCIe) port rate.
     pub cpu_port_rate: BitRate,
+    /// A software switch's packet-at-a-time pipeline (`None`: an ASIC,
+    /// whose pipeline keeps up with line rate on every port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub software: Option<SoftwarePipeline>,
+}
+
+/// The timing of a software switch's pipeline, after BMv2's `simple_switch`
+/// (p4lang/behavioral-model `targets/simple_switch/simple_switch.cpp`): every
+/// frame received on any port waits in one input buffer (`InputBuffer`,
+/// 1 024 packets, constructor `SimpleSwitch::SimpleSwitch`) for the one
+/// ingress thread (`SimpleSwitch::ingress_thread`: parser and ingress
+/// pipeline for all ports), which takes a per-packet time; then egress
+/// queues of 64 packets per port (`egress_buffers`, same constructor) that
+/// drop when full, drained at the port's rate, in bits as a Mininet link
+/// shapes it or in packets per second as `set_egress_queue_rate` does.
+///
+/// Invariants: frames leave the input buffer in arrival order, one every
+/// service time, never two at once; the mean service time is
+/// `per_packet_ns` whatever the jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SoftwarePipeline {
+    /// Mean time the ingress thread spends on one packet, ns.
+    pub per_packet_ns: u64,
+    /// Coefficient of variation of that time, 0 (every packet takes
+    /// exactly `per_packet_ns`) to 1 (exponentially distributed): a
+    /// service time is `per_packet_ns x ((1 - jitter) + jitter x E)`, `E` a
+    /// unit exponential draw from the switch's seeded RNG.
+    pub jitter: f64,
+    /// Frames the input buffer holds; one arriving at a full buffer is
+    /// dropped (BMv2 blocks the receiving interface, whose queue then
+    /// drops).
+    pub input_buffer_packets: u32,
+    /// Drop-tail limit of every egress queue in packets, unless the
+    /// topology sets `queue_limit`.
+    pub queue_packets: u32,
+}
+
+impl SoftwarePipeline {
+    /// One service time, drawn with the unit exponential `unit_exp`.
+    pub fn service_ns(&self, unit_exp: f64) -> u64 {
+        let j = self.jitter.clamp(0.0, 1.0);
+        let t = self.per_packet_ns as f64 * ((1.0 - j) + j * unit_exp);
+        (t.round() as u64).max(1)
+    }
 }
 
 fn default_recirculation_min_cells() -> u32 {
@@ -88,6 +137,7 @@ impl TargetProfile {
             recirculation_latency_ns: 1_000,
             recirculation_min_cells: default_recirculation_min_cells(),
             cpu_port_rate: BitRate::gbps(25),
+            software: None,
         }
     }
     /// Intel Tofino1: 12 stages, 280K cells x 80 B, 100 Gbit/s recirculation.
@@ -122,17 +172,50 @@ impl TargetProfile {
             ..Self::tofino2()
         }
     }
+    /// BMv2's `simple_switch` as the P4 tutorials and Mininet testbeds
+    /// build it (the default `./configure`, logging macros compiled in):
+    /// 300 µs per packet, about 3 300 packets/s through the one ingress
+    /// thread. Published measurements of that build: iperf TCP through one
+    /// `simple_switch` at about 30 Mbit/s (p4lang/behavioral-model issue
+    /// #537) and 24 Mbit/s (`simple_switch_grpc`, issue #1172), i.e. 2 000 to
+    /// 2 500 data packets of 1 500 B plus their ACKs (one per two segments),
+    /// 3 000 to 3 750 packets/s. No published figure gives the spread of
+    /// per-packet times; the maintainers call it "very inconsistent"
+    /// (docs/performance.md), so the jitter is 0.5 (an assumption; `packet_jitter`
+    /// in a topology changes it). 8 queues per port (`--priority-queues`'s
+    /// most), no shared buffer (each queue is bounded in packets).
+    pub fn bmv2() -> Self {
+        TargetProfile {
+            name: "bmv2".into(),
+            queues_per_port: 8,
+            software: Some(SoftwarePipeline { per_packet_ns: 300_000, jitter: 0.5, input_buffer_packets: 1024, queue_packets: 64 }),
+            ..Self::unlimited()
+        }
+    }
+    /// BMv2 built for speed (`--disable-logging-macros --disable-elogger`,
+    /// `-O3`): 12.5 µs per packet, the "around 1Gbps, or 80,000pps" of
+    /// p4lang/behavioral-model docs/performance.md (its Mininet benchmark,
+    /// `simple_router.p4`, one switch, AWS c4.2xlarge).
+    pub fn bmv2_optimized() -> Self {
+        TargetProfile {
+            name: "bmv2-opt".into(),
+            software: Some(SoftwarePipeline { per_packet_ns: 12_500, jitter: 0.5, input_buffer_packets: 1024, queue_packets: 64 }),
+            ..Self::bmv2()
+        }
+    }
     /// Profile by name.
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "tofino2" => Some(Self::tofino2()),
             "tofino1" => Some(Self::tofino1()),
             "unlimited" => Some(Self::unlimited()),
+            "bmv2" => Some(Self::bmv2()),
+            "bmv2-opt" => Some(Self::bmv2_optimized()),
             _ => None,
         }
     }
     /// Names of the built-in profiles.
-    pub const NAMES: [&'static str; 3] = ["tofino2", "tofino1", "unlimited"];
+    pub const NAMES: [&'static str; 5] = ["tofino2", "tofino1", "unlimited", "bmv2", "bmv2-opt"];
     /// Shared buffer size in bytes.
     pub fn buffer_bytes(&self) -> u64 {
         self.buffer_cells as u64 * self.cell_bytes as u64

@@ -142,6 +142,13 @@ struct RawSwitchSettings {
     queues: Option<Spanned<u32>>,
     queue_limit: Option<Spanned<u32>>,
     cpu_latency: Option<Spanned<String>>,
+    /// A software target's mean per-packet pipeline time (`300us`).
+    packet_time: Option<Spanned<String>>,
+    /// A software target's per-packet time spread, 0 to 1.
+    packet_jitter: Option<Spanned<f64>>,
+    /// `bits` (the link's rate, the default) or `packets` (every frame
+    /// holds the port for a full-size frame's time, as BMv2's queue rates).
+    queue_rate: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -245,6 +252,9 @@ struct SwitchSettings {
     queues: Option<u8>,
     queue_limit: Option<u32>,
     cpu_latency: Option<Nanos>,
+    packet_time: Option<Nanos>,
+    packet_jitter: Option<f64>,
+    queue_rate_packets: bool,
 }
 
 impl SwitchSettings {
@@ -260,6 +270,9 @@ impl SwitchSettings {
             queues: None,
             queue_limit: None,
             cpu_latency: None,
+            packet_time: None,
+            packet_jitter: None,
+            queue_rate_packets: false,
         }
     }
     fn apply(&mut self, cx: &Ctx, raw: &RawSwitchSettings) -> Result<(), TopologyError> {
@@ -332,6 +345,38 @@ impl SwitchSettings {
         if let Some(d) = &raw.cpu_latency {
             self.cpu_latency = Some(cx.duration(d)?);
         }
+        if let Some(d) = &raw.packet_time {
+            let t = cx.duration(d)?;
+            if t == 0 {
+                return cx.err(cx.at(d), "packet_time = 0: a software pipeline takes some time per packet (or use an ASIC target)");
+            }
+            self.packet_time = Some(t);
+        }
+        if let Some(j) = &raw.packet_jitter {
+            if !(0.0..=1.0).contains(j.get_ref()) {
+                return cx.err(cx.at(j), "packet_jitter is a coefficient of variation from 0 (none) to 1 (exponential)");
+            }
+            self.packet_jitter = Some(*j.get_ref());
+        }
+        if let Some(q) = &raw.queue_rate {
+            self.queue_rate_packets = match q.get_ref().as_str() {
+                "bits" => false,
+                "packets" => true,
+                other => return cx.err(cx.at(q), format!("queue_rate = \"{other}\": expected \"bits\" or \"packets\"")),
+            };
+        }
+        if (raw.packet_time.is_some() || raw.packet_jitter.is_some())
+            && TargetProfile::by_name(&self.target).is_some_and(|t| t.software.is_none())
+        {
+            let at = raw.packet_time.as_ref().map(|d| cx.at(d)).or(raw.packet_jitter.as_ref().map(|j| cx.at(j))).unwrap_or(0..0);
+            return cx.err(
+                at,
+                format!(
+                    "packet_time and packet_jitter are for a software target (bmv2, bmv2-opt); this switch's target is `{}`",
+                    self.target
+                ),
+            );
+        }
         Ok(())
     }
     fn spec(&self, role: SwitchRole) -> NodeKind {
@@ -345,6 +390,9 @@ impl SwitchSettings {
             queues_per_port: self.queues,
             queue_limit_packets: self.queue_limit,
             cpu_latency_ns: self.cpu_latency,
+            packet_time_ns: self.packet_time,
+            packet_jitter: self.packet_jitter,
+            queue_rate_packets: self.queue_rate_packets,
             pfc: self.pfc,
             ecn: self.ecn,
             buffer_rules: Default::default(),
@@ -612,6 +660,9 @@ impl Topology {
                 queues: spec.queues_per_port,
                 queue_limit: spec.queue_limit_packets,
                 cpu_latency: spec.cpu_latency_ns,
+                packet_time: spec.packet_time_ns,
+                packet_jitter: spec.packet_jitter,
+                queue_rate_packets: spec.queue_rate_packets,
             };
             s.apply(&cx, o.get_ref())?;
             let role = spec.role;

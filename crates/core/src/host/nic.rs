@@ -1,5 +1,6 @@
 //! The network interface every synthetic host has: one port with a line-rate
-//! serializer, ARP for the default gateway (retried every 100 µs), answers
+//! serializer, ARP for the default gateway (retried after 100 µs, then
+//! after twice as long each time up to Linux's 1 s), answers
 //! to ARP for its own address, 802.1Qbb pause state per priority, and a
 //! queue of control frames (ARP, ACK, NAK, CNP) that go out before data.
 //!
@@ -18,6 +19,16 @@ use weft_wire::time::{BitRate, Nanos, MICROS};
 use weft_wire::{arp, ethernet, pfc, EtherType, EthernetAddress, Ipv4Address};
 
 const ARP_RETRY: Nanos = 100 * MICROS;
+/// The longest wait between ARP requests (Linux's `retrans_time`).
+const ARP_RETRY_MAX: Nanos = 1_000_000 * MICROS;
+
+/// How long after the `attempt`-th unanswered request (1-based) the next
+/// one goes: 100 µs, 200 µs, 400 µs ... 1 s. A gateway slower than 100 µs
+/// to answer (a software switch's pipeline, slow links) then sees a few
+/// requests, not one every 100 µs queued in front of the data.
+fn arp_retry_after(attempt: u32) -> Nanos {
+    (ARP_RETRY << attempt.saturating_sub(1).min(14)).min(ARP_RETRY_MAX)
+}
 
 /// Host counters.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -41,7 +52,8 @@ pub struct HostCounters {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arp {
     Unresolved,
-    Requested(Nanos),
+    /// The last request's time and how many were sent.
+    Requested(Nanos, u32),
     Resolved(EthernetAddress),
 }
 
@@ -189,9 +201,10 @@ impl Nic {
     pub fn gateway_mac(&mut self, now: Nanos) -> Option<EthernetAddress> {
         match self.arp {
             Arp::Resolved(m) => Some(m),
-            Arp::Requested(at) if now < at + ARP_RETRY => None,
+            Arp::Requested(at, n) if now < at + arp_retry_after(n) => None,
             _ => {
-                self.arp = Arp::Requested(now);
+                let n = if let Arp::Requested(_, n) = self.arp { n + 1 } else { 1 };
+                self.arp = Arp::Requested(now, n);
                 self.counters.arp_requests += 1;
                 let mut f = BytesMut::zeroed(ethernet::HEADER_LEN + arp::PACKET_LEN);
                 ethernet::Repr { dst: EthernetAddress::BROADCAST, src: self.mac, vlan_tci: None, ethertype: EtherType::Arp }.emit(&mut f);
@@ -212,7 +225,7 @@ impl Nic {
     /// When an unanswered ARP request should be retried.
     pub fn arp_retry_at(&self) -> Option<Nanos> {
         match self.arp {
-            Arp::Requested(at) => Some(at + ARP_RETRY),
+            Arp::Requested(at, n) => Some(at + arp_retry_after(n)),
             _ => None,
         }
     }

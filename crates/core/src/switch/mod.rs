@@ -196,6 +196,11 @@ pub struct SwitchCounters {
     /// only when non-zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drop_recirculation: u64,
+    /// Frames a software target (`bmv2`) dropped because its input buffer
+    /// was full: they arrived faster than its pipeline serves packets.
+    /// Written only when non-zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drop_input_buffer: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -216,6 +221,7 @@ impl SwitchCounters {
             + self.drop_link_down
             + self.drop_restart
             + self.drop_recirculation
+            + self.drop_input_buffer
     }
 }
 
@@ -242,6 +248,11 @@ pub struct PortCounters {
 struct Port {
     spec: PortSpec,
     serializer: Serializer,
+    /// Ports rated in packets (`SwitchSpec::queue_rate_packets`): the time
+    /// one full-size frame holds the port at its rate; 0 otherwise.
+    packet_slot_ns: Nanos,
+    /// With `packet_slot_ns`: the next frame starts no earlier.
+    next_start: Nanos,
     up: bool,
     timer_at: Option<Nanos>,
     mac_control: VecDeque<BytesMut>,
@@ -258,6 +269,41 @@ enum Timer {
     CpuPortStatus(u16, bool),
     CpuPortRate(u16, BitRate),
     CpuAlarm(u64),
+    /// A software target's ingress thread finishes its packet.
+    SoftwarePipeline,
+}
+
+/// The input buffer and ingress thread of a software target
+/// (`TargetProfile::software`).
+#[derive(Debug)]
+struct SoftwareIngress {
+    model: weft_tofino::SoftwarePipeline,
+    /// Frames in arrival order; the first is in service while `busy`.
+    input: VecDeque<(PortId, BytesMut)>,
+    busy: bool,
+    /// Service-time draws, apart from the program's RNG so that the
+    /// program sees the same random numbers on every target.
+    rng: ChaCha8Rng,
+}
+
+impl SoftwareIngress {
+    fn service_ns(&mut self) -> Nanos {
+        let u: f64 = rand::Rng::random(&mut self.rng);
+        self.model.service_ns(-(1.0 - u).ln())
+    }
+}
+
+impl Port {
+    /// When the port can start its next frame.
+    fn ready_at(&self) -> Nanos {
+        self.serializer.busy_until().max(self.next_start)
+    }
+    fn is_busy(&self, now: Nanos) -> bool {
+        self.ready_at() > now
+    }
+    fn set_packet_slot(&mut self, rated_in_packets: bool, rate: BitRate) {
+        self.packet_slot_ns = if rated_in_packets { rate.serialization_ns(self.spec.mtu as usize + ethernet::HEADER_LEN) } else { 0 };
+    }
 }
 
 /// Where a packet is admitted, and the metadata that travels with it
@@ -396,6 +442,8 @@ pub struct Switch {
     /// What [`Switch::restart`] builds the switch again from (`None`: a
     /// program given by the caller).
     boot_image: Option<Box<BootImage>>,
+    /// A software target's packet-at-a-time ingress (`None`: an ASIC).
+    software: Option<SoftwareIngress>,
 }
 
 /// What a switch boots from: its fabric spec and its settings before the
@@ -465,11 +513,14 @@ impl Switch {
         for p in 0..self.ports.len() + 2 {
             lost += self.tm.flush_port(now, PortId(p as u16), &mut pfc);
         }
+        lost += self.software.as_ref().map_or(0, |s| s.input.len() as u64);
         fresh.counters = self.counters;
         fresh.counters.restarts += 1;
         fresh.counters.drop_restart += lost;
         for (i, (new, old)) in fresh.ports.iter_mut().zip(self.ports.drain(..)).enumerate() {
             new.serializer = old.serializer;
+            new.next_start = old.next_start;
+            new.set_packet_slot(new.packet_slot_ns > 0, self.port_rates[i]);
             new.counters = old.counters;
             new.up = old.up;
             fresh.port_up[i] = old.up;
@@ -551,18 +602,31 @@ impl Switch {
         }
         let routes = RouteTable::with_data(&routes_spec, |r| program.route_data(r));
         let nports = node.ports.len();
+        let rated_in_packets = sw.is_some_and(|s| s.queue_rate_packets);
         let ports: Vec<Port> = node
             .ports
             .iter()
-            .map(|p| Port {
-                spec: p.clone(),
-                serializer: Serializer::new(p.rate),
-                up: true,
-                timer_at: None,
-                mac_control: VecDeque::new(),
-                counters: PortCounters::default(),
+            .map(|p| {
+                let mut port = Port {
+                    spec: p.clone(),
+                    serializer: Serializer::new(p.rate),
+                    packet_slot_ns: 0,
+                    next_start: 0,
+                    up: true,
+                    timer_at: None,
+                    mac_control: VecDeque::new(),
+                    counters: PortCounters::default(),
+                };
+                port.set_packet_slot(rated_in_packets, p.rate);
+                port
             })
             .collect();
+        let software = cfg.target.software.map(|model| SoftwareIngress {
+            model,
+            input: VecDeque::new(),
+            busy: false,
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_b3f2),
+        });
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let hash_seed = rand::Rng::random::<u32>(&mut rng);
         let mut timers = BinaryHeap::new();
@@ -602,6 +666,7 @@ impl Switch {
             counters: SwitchCounters::default(),
             last_program_error: None,
             boot_image: None,
+            software,
             cfg,
         })
     }
@@ -791,6 +856,7 @@ impl Switch {
     pub fn set_port_rate(&mut self, now: Nanos, port: PortId, rate: BitRate) {
         if let Some(p) = self.ports.get_mut(port.index()) {
             p.serializer.set_rate(now, rate);
+            p.set_packet_slot(p.packet_slot_ns > 0, rate);
             let changed = self.port_rates[port.index()] != rate;
             self.port_rates[port.index()] = rate;
             if changed && self.port_status_to_cpu {
@@ -847,6 +913,7 @@ impl Switch {
                 Timer::CpuPortStatus(p, up) => self.run_cpu(now, CpuEvent::PortStatus(PortId(p), up), out),
                 Timer::CpuPortRate(p, rate) => self.run_cpu(now, CpuEvent::PortRate(PortId(p), rate), out),
                 Timer::CpuAlarm(token) => self.run_cpu(now, CpuEvent::Timer(token), out),
+                Timer::SoftwarePipeline => self.serve_software_ingress(now, out),
             }
         }
     }
@@ -863,6 +930,38 @@ impl Switch {
         if frame.len() > p.spec.mtu as usize + ethernet::TAGGED_HEADER_LEN {
             self.counters.drop_oversize += 1;
             return;
+        }
+        if let Some(sw) = &mut self.software {
+            let waiting = sw.input.len() - usize::from(sw.busy);
+            if waiting >= sw.model.input_buffer_packets as usize {
+                self.counters.drop_input_buffer += 1;
+                return;
+            }
+            sw.input.push_back((port, frame));
+            if !sw.busy {
+                sw.busy = true;
+                let t = now + sw.service_ns();
+                self.timers.push(Reverse((t, Timer::SoftwarePipeline)));
+            }
+            return;
+        }
+        self.ingress(now, PacketSource::Port(port), frame, out);
+    }
+
+    /// A software target's ingress thread is done with the first frame of
+    /// its input buffer: the frame goes through the pipeline now, and the
+    /// next one, if any, starts its service.
+    fn serve_software_ingress(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
+        let Some(sw) = &mut self.software else { return };
+        let Some((port, frame)) = sw.input.pop_front() else {
+            sw.busy = false;
+            return;
+        };
+        if sw.input.is_empty() {
+            sw.busy = false;
+        } else {
+            let t = now + sw.service_ns();
+            self.timers.push(Reverse((t, Timer::SoftwarePipeline)));
         }
         self.ingress(now, PacketSource::Port(port), frame, out);
     }
@@ -1119,10 +1218,7 @@ impl Switch {
         // Cut-through fast path: an idle front-panel port with nothing queued
         // sends the packet at once; the TM accounts it as enqueued and
         // dequeued (same counters, same RED decision) without buffering it.
-        if port.index() < self.ports.len()
-            && !self.ports[port.index()].serializer.is_busy(now)
-            && self.ports[port.index()].mac_control.is_empty()
-        {
+        if port.index() < self.ports.len() && !self.ports[port.index()].is_busy(now) && self.ports[port.index()].mac_control.is_empty() {
             match self.tm.pass_through(now, port, queue, frame, &mut self.rng) {
                 Ok(mut d) => {
                     d.pkt.ingress_port = arrival.map(|a| a.port);
@@ -1262,8 +1358,8 @@ impl Switch {
         if !self.port_up[pi] {
             return;
         }
-        if self.ports[pi].serializer.is_busy(now) {
-            let t = self.ports[pi].serializer.busy_until();
+        if self.ports[pi].is_busy(now) {
+            let t = self.ports[pi].ready_at();
             self.arm(port, t);
             return;
         }
@@ -1356,12 +1452,16 @@ impl Switch {
     fn transmit(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
         let p = &mut self.ports[port.index()];
         let end = p.serializer.start(now, frame.len());
+        if p.packet_slot_ns > 0 {
+            p.next_start = now + p.packet_slot_ns;
+        }
+        let ready = p.ready_at();
         p.counters.tx_frames += 1;
         p.counters.tx_bytes += frame.len() as u64;
-        let more = !p.mac_control.is_empty() || self.tm.has_eligible(end, port) || self.tm.pfc_wakeup(now, port).is_some();
+        let more = !p.mac_control.is_empty() || self.tm.has_eligible(ready, port) || self.tm.pfc_wakeup(now, port).is_some();
         out.push(Transmit { port, frame, start: now, end });
         if more {
-            self.arm(port, end);
+            self.arm(port, ready);
         }
     }
 
