@@ -715,5 +715,21 @@ fn a_bmv2_target_serves_packets_at_its_per_packet_time() {
     std::fs::write(&t, topo("tofino2", "packet_time = \"1ms\"\n")).unwrap();
     let o = weft(&["validate", t.to_str().unwrap()]);
     assert!(!o.status.success() && stderr(&o).contains("packet_time and packet_jitter are for a software target"), "{}", stderr(&o));
+    // A `[[switch]]` entry takes the same keys for itself (a fabric of
+    // software switches around an ASIC, as the INT paper's fat-tree).
+    let t = dir.join("explicit.toml");
+    std::fs::write(
+        &t,
+        "name = \"mixed\"\n[[switch]]\nname = \"s1\"\ntarget = \"bmv2\"\npacket_time = \"50us\"\nscheme = \"ecmp\"\n\
+         [[switch]]\nname = \"s2\"\ntarget = \"tofino2\"\n[[host]]\nname = \"h1\"\n[[host]]\nname = \"h2\"\n\
+         [[link]]\na = \"h1\"\nb = \"s1\"\nrate = \"1Gbps\"\n[[link]]\na = \"s1\"\nb = \"s2\"\nrate = \"1Gbps\"\n\
+         [[link]]\na = \"h2\"\nb = \"s2\"\nrate = \"1Gbps\"\n",
+    )
+    .unwrap();
+    let o = weft(&["validate", t.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&t, topo("bmv2", "role = \"spine\"\n")).unwrap();
+    let o = weft(&["validate", t.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("belong to a [[switch]] entry"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -96,7 +96,7 @@ struct RawTopology {
     #[serde(default)]
     overrides: BTreeMap<String, Spanned<RawSwitchSettings>>,
     #[serde(default)]
-    switch: Vec<Spanned<RawSwitch>>,
+    switch: Vec<Spanned<RawSwitchSettings>>,
     #[serde(default)]
     host: Vec<Spanned<RawHost>>,
     #[serde(default)]
@@ -132,6 +132,10 @@ struct RawLinkParams {
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawSwitchSettings {
+    /// A `[[switch]]` entry's name (not in `[switches]` or `[overrides]`).
+    name: Option<Spanned<String>>,
+    /// A `[[switch]]` entry's role.
+    role: Option<Spanned<String>>,
     target: Option<Spanned<String>>,
     scheme: Option<Spanned<String>>,
     #[serde(default)]
@@ -163,15 +167,6 @@ struct RawEcn {
 #[serde(deny_unknown_fields)]
 struct RawHostSettings {
     kind: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSwitch {
-    name: Spanned<String>,
-    role: Option<Spanned<String>>,
-    #[serde(flatten)]
-    settings: RawSwitchSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -276,6 +271,14 @@ impl SwitchSettings {
         }
     }
     fn apply(&mut self, cx: &Ctx, raw: &RawSwitchSettings) -> Result<(), TopologyError> {
+        self.apply_settings(cx, raw, false)
+    }
+    /// `entry`: the settings of one `[[switch]]` (which has a name and a
+    /// role), not of `[switches]` or `[overrides.NAME]`.
+    fn apply_settings(&mut self, cx: &Ctx, raw: &RawSwitchSettings, entry: bool) -> Result<(), TopologyError> {
+        if let (false, Some(k)) = (entry, raw.name.as_ref().or(raw.role.as_ref())) {
+            return cx.err(cx.at(k), "`name` and `role` belong to a [[switch]] entry, not to [switches] or [overrides]");
+        }
         if let Some(t) = &raw.target {
             if TargetProfile::by_name(t.get_ref()).is_none() {
                 return cx.err(cx.at(t), format!("unknown target `{}` (known: {})", t.get_ref(), TargetProfile::NAMES.join(", ")));
@@ -958,9 +961,10 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
     };
     for s in &raw.switch {
         let r = s.get_ref();
-        check_name(&r.name)?;
+        let Some(name) = &r.name else { return cx.err(s.span(), "a [[switch]] needs a `name`") };
+        check_name(name)?;
         let mut settings = defaults.clone();
-        settings.apply(cx, &r.settings)?;
+        settings.apply_settings(cx, r, true)?;
         let role = match r.role.as_ref().map(|x| x.get_ref().as_str()) {
             None => SwitchRole::Other,
             Some("leaf" | "tor" | "edge") => SwitchRole::Leaf,
@@ -972,7 +976,7 @@ fn explicit_form(cx: &Ctx, raw: &RawTopology, defaults: &SwitchSettings, hkind: 
                     .err(r.role.as_ref().map(|x| x.span()).unwrap_or(s.span()), format!("unknown role `{o}` (leaf, spine, core, other)"))
             }
         };
-        f.add_node(r.name.get_ref().clone(), settings.spec(role));
+        f.add_node(name.get_ref().clone(), settings.spec(role));
     }
     // Hosts: addresses are resolved after links (the plan needs the leaf).
     let mut host_raw = Vec::new();

@@ -24,7 +24,11 @@
 //! port-status events and CPU timers, each reaching the CPU after the
 //! control-plane latency, whose register and table writes apply one
 //! latency later), the packet generator (periodic and port-down) are
-//! modelled here (docs/ARCHITECTURE.md#the-tofino2-model).
+//! modelled here (docs/ARCHITECTURE.md#the-tofino2-model). On a software
+//! target (`bmv2`) every frame from a port first waits in one input buffer
+//! for the one ingress thread, which serves a frame per drawn service time
+//! (docs/ARCHITECTURE.md#the-bmv2-target); ports rated in packets hold
+//! every frame for a full-size frame's time.
 //! Malformed frames are counted and dropped, never panic.
 
 use crate::fabric::{switch_address, NodeSpec, PortSpec, SwitchRole};
