@@ -109,6 +109,11 @@ pub(crate) struct RunArgs {
     /// never. E.g. --stall-timeout 2ms
     #[arg(long, default_value = "auto", value_name = "DURATION|auto|off")]
     stall_timeout: String,
+    /// Virtual time: write pfc.csv, every PFC frame a switch port or host
+    /// received (time, node, port, the peer that sent it, priority, pause or
+    /// resume): the ConWeave authors' pfc.txt, with names.
+    #[arg(long)]
+    pfc_trace: bool,
     /// Do not count flows that start before this in the slowdown statistics
     /// (the ConWeave setup uses 5ms with long runs).
     #[arg(long, default_value = "0ns")]
@@ -250,6 +255,7 @@ impl RunPlan {
             interrupt: None,
             stall_timeout: a.stall_timeout.parse().map_err(anyhow::Error::msg).context("--stall-timeout")?,
             routing_update: a.routing_update.as_deref().map(parse_duration).transpose().context("--routing-update")?,
+            pfc_trace: a.pfc_trace,
             transport_params,
             scale_time_params: a.scale_params || (a.clock == "real" && !a.no_scale_params),
             workload: match &a.workload {
@@ -317,6 +323,9 @@ impl RunPlan {
         }
         if a.metrics_out.is_some() {
             bail!("--metrics-out samples a virtual-time run; a real-time run serves live metrics with --metrics ADDR");
+        }
+        if a.pfc_trace {
+            bail!("--pfc-trace records a virtual-time run; in real time, `weft capture` a link and read its PFC frames");
         }
         let capture = match &a.capture {
             None => None,
@@ -488,6 +497,10 @@ fn write_outputs(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, PathBuf, 
     std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     let csv = out.join("flows.csv");
     std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
+    if let Some(events) = &outcome.pfc_events {
+        let p = out.join("pfc.csv");
+        std::fs::write(&p, emu_orchestrator::experiment::pfc_csv(events)).with_context(|| format!("cannot write {}", p.display()))?;
+    }
     let s = &outcome.summary;
     let title = format!("{} {} on {}", s.scheme, s.traffic.split(" (").next().unwrap_or(""), s.topology);
     let plots = emu_orchestrator::observe::plots::write_plots(

@@ -733,3 +733,47 @@ fn a_bmv2_target_serves_packets_at_its_per_packet_time() {
     assert!(!o.status.success() && stderr(&o).contains("belong to a [[switch]] entry"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_pfc_trace_lists_every_pause_received_and_changes_no_result() {
+    // The calibration incast of docs/CALIBRATION.md (3c): two 1 MB flows
+    // from each of leaves 1-8 to h0 over the one spine, lossless. The
+    // spine pauses every sending leaf; the trace names them.
+    let dir = tmp("pfc-trace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flows = dir.join("flows.txt");
+    let mut text = String::from("16\n");
+    for l in 1..=8 {
+        for s in 0..2 {
+            text += &format!("{} 0 3 1000000 2.0\n", 4 * l + s);
+        }
+    }
+    std::fs::write(&flows, text).unwrap();
+    let topo = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/calibration/leaf-spine-9x1.toml");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["run", topo, "--flows-file", flows.to_str().unwrap(), "--transport", "roce-lossless", "--set", "tm.buffer=ns3"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        let o = weft(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        out
+    };
+    let plain = run("plain", &[]);
+    let traced = run("traced", &["--pfc-trace"]);
+    assert!(!plain.join("pfc.csv").exists());
+    assert_eq!(std::fs::read(plain.join("summary.json")).unwrap(), std::fs::read(traced.join("summary.json")).unwrap());
+    let csv = std::fs::read_to_string(traced.join("pfc.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("time_ns,node,port,peer,priority,event"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() > 100, "{} PFC frames", rows.len());
+    let times: Vec<u64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    let paused: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[1]).collect();
+    assert_eq!(paused, (1..=8).map(|l| format!("leaf{l}")).collect::<Vec<_>>().iter().map(String::as_str).collect());
+    assert!(rows.iter().all(|r| r[3] == "spine0" && r[4] == "3" && (r[5] == "pause" || r[5] == "resume")));
+    let o = weft(&["run", topo, "--clock", "real", "--pfc-trace"]);
+    assert!(!o.status.success() && stderr(&o).contains("--pfc-trace records a virtual-time run"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,6 +19,7 @@
 //! - [`fabric`]: the resolved description of a fabric (nodes, ports, links,
 //!   addresses, routes, link events) that drivers instantiate;
 //! - [`link_loss`]: random loss of a link direction (fault injection);
+//! - [`pfc_log`]: the pause frames a node received, when a driver asks;
 //! - [`serializer`]: the line-rate serializer of a port;
 //! - [`fct`]: the analytical base and ideal FCT of a flow alone on its path.
 #![forbid(unsafe_code)]
@@ -30,6 +31,7 @@ pub mod fct;
 pub mod host;
 pub mod link_loss;
 pub mod node;
+pub mod pfc_log;
 pub mod serializer;
 pub mod switch;
 pub mod transmit;

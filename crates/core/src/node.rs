@@ -110,6 +110,25 @@ impl Node {
             Node::TcpHost(h) => h.set_port_rate(now, rate),
         }
     }
+    /// The PFC frames this node received (empty unless enabled with
+    /// [`Node::pfc_log_mut`]).
+    pub fn pfc_log(&self) -> &crate::pfc_log::PfcLog {
+        match self {
+            Node::Switch(s) => s.pfc_log(),
+            Node::UdpHost(h) => h.pfc_log(),
+            Node::RoceHost(h) => h.pfc_log(),
+            Node::TcpHost(h) => h.pfc_log(),
+        }
+    }
+    /// The PFC log, to enable it before a run.
+    pub fn pfc_log_mut(&mut self) -> &mut crate::pfc_log::PfcLog {
+        match self {
+            Node::Switch(s) => s.pfc_log_mut(),
+            Node::UdpHost(h) => h.pfc_log_mut(),
+            Node::RoceHost(h) => h.pfc_log_mut(),
+            Node::TcpHost(h) => h.pfc_log_mut(),
+        }
+    }
     /// Whether the node's own traffic is over: a host's flows all sent
     /// (TCP and RoCE: all acknowledged; UDP: the last byte sent); a switch
     /// always. A fabric whose switches run periodic packet generators

@@ -95,6 +95,9 @@ pub struct RunOptions {
     /// per switch hop (`--routing-update`; `None`: switches know only their
     /// own ports, the default). ECMP and RPS only.
     pub routing_update: Option<Nanos>,
+    /// Virtual time: record every PFC frame a switch port or host receives
+    /// ([`RunOutcome::pfc_events`], `weft run --pfc-trace`).
+    pub pfc_trace: bool,
 }
 
 /// How long a virtual-time run may go without progress (no flow completes,
@@ -325,6 +328,7 @@ impl Default for RunOptions {
             interrupt: None,
             stall_timeout: StallTimeout::Auto,
             routing_update: None,
+            pfc_trace: false,
             transport: Transport::Udp,
             transport_params: Default::default(),
             scale_time_params: false,
@@ -403,6 +407,57 @@ pub struct RunOutcome {
     pub threads: usize,
     /// The progress watchdog stopped the run: what held the fabric.
     pub stalled: Option<StallReport>,
+    /// With [`RunOptions::pfc_trace`]: every PFC frame received, by time
+    /// (`None` without it).
+    pub pfc_events: Option<Vec<PfcRecord>>,
+}
+
+/// One priority of one PFC frame a node received (`pfc.csv`): the ConWeave
+/// authors' `pfc.txt` with names for their node and interface numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PfcRecord {
+    /// When it was received.
+    pub at: Nanos,
+    /// The node that received it (the one told to pause).
+    pub node: String,
+    /// The node at the other end of that port (the one that sent it).
+    pub peer: String,
+    /// The port it came in on.
+    pub port: u16,
+    /// The priority.
+    pub class: u8,
+    /// Pause, or resume.
+    pub pause: bool,
+}
+
+/// The PFC logs of every node of `engine`, in time order (ties by node).
+fn pfc_records(fabric: &emu_node::fabric::FabricSpec, nodes: &[Node]) -> Vec<PfcRecord> {
+    let mut out = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let Some(spec) = fabric.nodes.get(i) else { continue };
+        for e in n.pfc_log().events() {
+            let peer = spec.ports.get(e.port.index()).and_then(|p| fabric.nodes.get(p.peer.index())).map_or("", |p| p.name.as_str());
+            out.push(PfcRecord {
+                at: e.at,
+                node: spec.name.clone(),
+                peer: peer.to_string(),
+                port: e.port.0,
+                class: e.class,
+                pause: e.pause,
+            });
+        }
+    }
+    out.sort_by_key(|r| r.at);
+    out
+}
+
+/// `pfc.csv`: one line per received priority, in time order.
+pub fn pfc_csv(records: &[PfcRecord]) -> String {
+    let mut s = String::from("time_ns,node,port,peer,priority,event\n");
+    for r in records {
+        s += &format!("{},{},{},{},{},{}\n", r.at, r.node, r.port, r.peer, r.class, if r.pause { "pause" } else { "resume" });
+    }
+    s
 }
 
 /// Progress callback: (simulated ns, events so far).
@@ -727,6 +782,13 @@ pub fn run_with_metrics(
 ) -> Result<RunOutcome, RunError> {
     let prepared = prepare(topo, opts)?;
     let mut engine = prepared.engine(opts.threads)?;
+    if opts.pfc_trace {
+        for i in 0..prepared.fabric.nodes.len() {
+            if let Some(n) = engine.node_mut(emu_node::ids::NodeId(i as u32)) {
+                n.pfc_log_mut().enable();
+            }
+        }
+    }
     let mut watchdog = opts.stall_timeout.span(&prepared.node_config.transport).map(|s| ProgressWatchdog::new(s, &prepared.fabric));
     let mut next_check = watchdog.as_ref().map_or(Nanos::MAX, ProgressWatchdog::check_every);
     let mut stalled = None;
@@ -817,7 +879,8 @@ pub fn run_with_metrics(
             emu_node::time::format_duration(r.at)
         ));
     }
-    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads(), stalled })
+    let pfc_events = opts.pfc_trace.then(|| pfc_records(&topo.fabric, engine.nodes()));
+    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads(), stalled, pfc_events })
 }
 
 /// Multiplies every time parameter of a RoCE configuration by `k`
@@ -920,7 +983,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             emu_node::time::format_duration(run.end),
             run.transport_lost
         );
-        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1, stalled: None });
+        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1, stalled: None, pfc_events: None });
     }
     let start = Instant::now();
     let (nodes, truncated, sim_end) = rt.block_on(async {
@@ -970,5 +1033,5 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
     summary.time_origin_ns = time_origin;
     summary.simulated_ns = sim_end;
     summary.traffic = format!("{traffic} (real time, {} of fabric time)", emu_node::time::format_duration(sim_end));
-    Ok(RunOutcome { summary, wall, truncated, threads: 1, stalled: None })
+    Ok(RunOutcome { summary, wall, truncated, threads: 1, stalled: None, pfc_events: None })
 }

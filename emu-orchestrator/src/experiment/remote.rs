@@ -195,6 +195,7 @@ pub fn compare_on(
                         threads: 1,
                         // A remote cell's stall is in its summary's `incomplete`.
                         stalled: None,
+                        pfc_events: None,
                     })
                     .map_err(crate::experiment::RunError::Remote);
                 if let Ok(mut r) = results.lock() {

@@ -41,6 +41,14 @@ macro_rules! host_common {
             pub fn counters(&self) -> &$crate::host::HostCounters {
                 &self.nic.counters
             }
+            /// The PFC frames the NIC received (empty unless enabled).
+            pub fn pfc_log(&self) -> &$crate::pfc_log::PfcLog {
+                &self.nic.pfc_log
+            }
+            /// The PFC log, to enable it.
+            pub fn pfc_log_mut(&mut self) -> &mut $crate::pfc_log::PfcLog {
+                &mut self.nic.pfc_log
+            }
             /// The next time `handle_timeout` must be called.
             #[must_use]
             pub fn poll_timeout(&self) -> Option<weft_wire::time::Nanos> {

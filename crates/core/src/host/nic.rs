@@ -84,6 +84,8 @@ pub struct Nic {
     awaiting_arp: VecDeque<BytesMut>,
     /// Counters.
     pub counters: HostCounters,
+    /// The PFC frames received, when a driver asked.
+    pub pfc_log: crate::pfc_log::PfcLog,
 }
 
 impl Nic {
@@ -102,6 +104,7 @@ impl Nic {
             control: VecDeque::new(),
             awaiting_arp: VecDeque::new(),
             counters: HostCounters::default(),
+            pfc_log: Default::default(),
         })
     }
 
@@ -152,6 +155,7 @@ impl Nic {
             FrameKind::Pfc => {
                 self.counters.pfc_received += 1;
                 if let Some(r) = info.pfc(frame) {
+                    self.pfc_log.record(now, PortId(0), r.class_enable, &r.quanta);
                     for c in 0..8 {
                         if r.class_enable & (1 << c) != 0 {
                             let q = r.quanta[c];

@@ -448,6 +448,8 @@ pub struct Switch {
     boot_image: Option<Box<BootImage>>,
     /// A software target's packet-at-a-time ingress (`None`: an ASIC).
     software: Option<SoftwareIngress>,
+    /// The PFC frames received, when a driver asked ([`Switch::pfc_log_mut`]).
+    pfc_log: crate::pfc_log::PfcLog,
 }
 
 /// What a switch boots from: its fabric spec and its settings before the
@@ -519,6 +521,7 @@ impl Switch {
         }
         lost += self.software.as_ref().map_or(0, |s| s.input.len() as u64);
         fresh.counters = self.counters;
+        fresh.pfc_log = std::mem::take(&mut self.pfc_log);
         fresh.counters.restarts += 1;
         fresh.counters.drop_restart += lost;
         for (i, (new, old)) in fresh.ports.iter_mut().zip(self.ports.drain(..)).enumerate() {
@@ -671,6 +674,7 @@ impl Switch {
             last_program_error: None,
             boot_image: None,
             software,
+            pfc_log: Default::default(),
             cfg,
         })
     }
@@ -737,6 +741,14 @@ impl Switch {
     /// Declared resources (program + L3 tables).
     pub fn resources(&self) -> &ResourceUsage {
         &self.usage
+    }
+    /// The PFC frames this switch received (empty unless enabled).
+    pub fn pfc_log(&self) -> &crate::pfc_log::PfcLog {
+        &self.pfc_log
+    }
+    /// The PFC log, to enable it.
+    pub fn pfc_log_mut(&mut self) -> &mut crate::pfc_log::PfcLog {
+        &mut self.pfc_log
     }
     /// Switch counters.
     pub fn counters(&self) -> &SwitchCounters {
@@ -1314,6 +1326,7 @@ impl Switch {
 
     fn receive_pfc(&mut self, now: Nanos, port: PortId, r: pfc::Repr, out: &mut Vec<Transmit>) {
         self.ports[port.index()].counters.pfc_received += 1;
+        self.pfc_log.record(now, port, r.class_enable, &r.quanta);
         let rate = self.ports[port.index()].serializer.rate();
         for c in 0..8u8 {
             if r.class_enable & (1 << c) != 0 {
