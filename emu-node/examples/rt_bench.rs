@@ -97,7 +97,13 @@ async fn setup(rate: BitRate, spin_us: u64, max_lag: u64) -> (SchedulerTask, Nod
     let (sink, _) = Actor::spawn(None, Sink, (stats.clone(), sched.clone(), sink_inbox.clone())).await.expect("sink");
     let sink = NodeHandle::new(sink, sink_inbox);
     let inbox = Arc::new(Inbox::default());
-    let args = NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone(), inbox: inbox.clone(), max_lag };
+    let args = NodeActorArgs {
+        node: Box::new(Node::Switch(Box::new(sw))),
+        scheduler: sched.clone(),
+        inbox: inbox.clone(),
+        max_lag,
+        late_after: 1_000,
+    };
     let (sw_ref, _) = Actor::spawn(None, NodeActor, args).await.expect("switch actor");
     let sw_ref = NodeHandle::new(sw_ref, inbox);
     let ports = f.nodes[0]
@@ -370,7 +376,13 @@ async fn over_links(quic: bool) -> (f64, u64, u64, u64, u64, u64) {
     let cfg = SwitchConfig::tofino2(1, false);
     let sw = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).expect("switch");
     let inbox = Arc::new(Inbox::default());
-    let args = NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone(), inbox: inbox.clone(), max_lag: 0 };
+    let args = NodeActorArgs {
+        node: Box::new(Node::Switch(Box::new(sw))),
+        scheduler: sched.clone(),
+        inbox: inbox.clone(),
+        max_lag: 0,
+        late_after: 1_000,
+    };
     let (sw_ref, _) = Actor::spawn(None, NodeActor, args).await.expect("switch actor");
     let sw = NodeHandle::new(sw_ref, inbox);
     let ports = f.nodes[0].ports.iter().zip(senders).map(|(p, r)| PortBinding::new(Egress::Remote(r), p.link, 0, 1000)).collect();

@@ -70,8 +70,13 @@ fn a_frame_later_than_max_lag_is_dropped_and_counted_and_a_timely_one_is_forward
         let (sink, _) = Actor::spawn(None, Sink, (got.clone(), sink_inbox.clone())).await.expect("sink");
         let sink = NodeHandle::new(sink, sink_inbox);
         let inbox = Arc::new(Inbox::default());
-        let args =
-            NodeActorArgs { node: Box::new(Node::Switch(Box::new(sw))), scheduler: sched.clone(), inbox: inbox.clone(), max_lag: MAX_LAG };
+        let args = NodeActorArgs {
+            node: Box::new(Node::Switch(Box::new(sw))),
+            scheduler: sched.clone(),
+            inbox: inbox.clone(),
+            max_lag: MAX_LAG,
+            late_after: 1_000,
+        };
         let (actor, _) = Actor::spawn(None, NodeActor, args).await.expect("switch actor");
         let sw = NodeHandle::new(actor, inbox);
         let ports = f.nodes[0]

@@ -512,6 +512,9 @@ pub fn status(json: bool) -> Result<()> {
             );
         }
     }
+    if let Some(f) = &r.faithfulness {
+        print!("{}", f.render());
+    }
     println!("links: {}", r.links.join(" "));
     if !r.cut_links.is_empty() {
         println!(
@@ -615,12 +618,29 @@ pub fn node(a: NodeArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn down() -> Result<()> {
+/// `weft down`.
+#[derive(clap::Args, Debug)]
+pub struct DownArgs {
+    /// Where to write the faithfulness report (JSON); default
+    /// faithfulness.json in the state directory (/run/weft as root), kept
+    /// until the next `weft down`.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
+}
+
+pub fn down(a: DownArgs) -> Result<()> {
     let dir = emu_orchestrator::cluster::state::default_state_dir();
     match live::request(&dir, &Request::Down) {
         Ok(r) if !r.ok => bail!("{}", r.message),
         Ok(r) => {
             println!("{}", r.message);
+            if let Some(f) = &r.faithfulness {
+                print!("{}", f.render());
+                let path = a.report.unwrap_or_else(|| dir.join("faithfulness.json"));
+                std::fs::write(&path, serde_json::to_string_pretty(f)? + "\n")
+                    .with_context(|| format!("cannot write the faithfulness report to {}", path.display()))?;
+                println!("faithfulness report: {}", path.display());
+            }
             Ok(())
         }
         Err(emu_orchestrator::cluster::FabricError::NotUp(_)) => {

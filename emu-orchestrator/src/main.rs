@@ -90,8 +90,16 @@ enum Command {
         after_help = "A switch going down or up is every link of it going down or up. A restart reboots the switch as an ASIC reboots: its links go down, the program is loaded again and every register, learned table entry, meter, timer and queued frame is lost (weft_switch_restarts_total, weft_switch_drops_total{cause=\"restart\"}); its links come up BOOT later (default at once).\n\nExamples:\n  weft node spine0 down\n  weft node spine0 up\n  weft node leaf1 restart\n  weft node leaf1 restart 2s        # links down for 2 s while it boots"
     )]
     Node(live_cli::NodeArgs),
-    /// Stop the live fabric (also removes what a killed `weft up` left).
-    Down,
+    /// Stop the live fabric (also removes what a killed `weft up` left),
+    /// print how faithful its timing was and write that report as JSON.
+    #[command(
+        after_help = "The faithfulness report: per emu-node its CPU time, the lateness of what its nodes handled (p50, p99, max), the frames handled later than the fabric's smallest link delay, the frames dropped for lateness (--max-lag) and at real hosts' NIC queues and receive rings; per node that ran late, the same; a warning line when some node's p99 lateness exceeded the smallest link delay (docs/REALTIME.md#faithfulness). `weft status` shows it while the fabric runs.
+
+Examples:
+  weft down
+  weft down --report run3/faithfulness.json"
+    )]
+    Down(live_cli::DownArgs),
     /// Run a command in a real host of the live fabric: a TAP host's
     /// network namespace or a soft-RoCE VM; prints its output (a VM's
     /// stdout and stderr together) and exits with its exit status.
@@ -396,7 +404,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Command::Status { json } => live_cli::status(json),
         Command::Link(a) => live_cli::link(a),
         Command::Node(a) => live_cli::node(a),
-        Command::Down => live_cli::down(),
+        Command::Down(a) => live_cli::down(a),
         Command::Exec { host, command } => {
             let rc = live_cli::exec(&host, &command)?;
             std::process::exit(rc);

@@ -176,6 +176,20 @@ pub const METRICS: &[MetricSpec] = &[
         "Frames dropped because they reached the actor more than the process's max lag after they were due: the emulation could not keep up (bounded-lag policy).",
     ),
     m(
+        "weft_actor_late_frames_total",
+        C,
+        ACTOR,
+        "frames",
+        "Frames an actor handled later than the fabric's smallest link delay after they were due: late by more than any link is long, so the fabric on time might have treated them otherwise (the faithfulness report of `weft status` and `weft down`).",
+    ),
+    m(
+        "weft_process_cpu_seconds_total",
+        C,
+        PROCESS,
+        "seconds",
+        "CPU time the emu-node process has used, every thread, user and system: beside wall time, how much of a core the emulation needed.",
+    ),
+    m(
         "weft_process_transport_rejected_total",
         C,
         PROCESS_CAUSE,

@@ -258,6 +258,12 @@ pub struct ActorReport {
     /// process's `max_lag` after they were due (the overload policy).
     #[serde(default)]
     pub overload_drops: u64,
+    /// Frames handled later than the fabric's smallest link delay after
+    /// they were due: more late than any link of the fabric is long, so
+    /// their timing may differ from the fabric's on time (the faithfulness
+    /// report).
+    #[serde(default)]
+    pub late_frames: u64,
 }
 
 /// The actor.
@@ -274,6 +280,9 @@ pub struct NodeActorArgs {
     /// Drop frames that arrive more than this after their due time (0: no
     /// bound; see the module doc).
     pub max_lag: Nanos,
+    /// A frame handled more than this after it was due counts as late
+    /// ([`ActorReport::late_frames`]): the fabric's smallest link delay.
+    pub late_after: Nanos,
 }
 
 /// State of [`NodeActor`].
@@ -292,6 +301,8 @@ pub struct NodeActorState {
     last: Nanos,
     /// Frames later than this are dropped (0: no bound).
     max_lag: Nanos,
+    /// Frames later than this are counted as late.
+    late_after: Nanos,
     inbox: Arc<Inbox>,
     metrics: NodeMetrics,
 }
@@ -309,6 +320,9 @@ impl NodeActorState {
     fn on_frame(&mut self, wall: Nanos, port: PortId, frame: BytesMut, due: Nanos) {
         let now = due.min(wall).max(self.last);
         self.report.rx_frames += 1;
+        if wall.saturating_sub(due) > self.late_after {
+            self.report.late_frames += 1;
+        }
         if self.max_lag > 0 && wall.saturating_sub(due) > self.max_lag && matches!(self.node.as_deref(), Some(Node::Switch(_))) {
             self.report.overload_drops += 1;
             return;
@@ -431,6 +445,7 @@ impl Actor for NodeActor {
             udp_batch: Default::default(),
             last: 0,
             max_lag: args.max_lag,
+            late_after: args.late_after,
             inbox: args.inbox,
             metrics: NodeMetrics::new(),
         })
@@ -532,6 +547,7 @@ impl Actor for NodeActor {
                 set.counter("weft_actor_link_loss_drops_total", &[("actor", &st.name)], st.report.link_loss_drops);
                 set.counter("weft_actor_send_errors_total", &[("actor", &st.name)], st.report.send_errors);
                 set.counter("weft_actor_overload_drops_total", &[("actor", &st.name)], st.report.overload_drops);
+                set.counter("weft_actor_late_frames_total", &[("actor", &st.name)], st.report.late_frames);
                 let _ = reply.send(set);
                 return Ok(());
             }

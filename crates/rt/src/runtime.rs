@@ -314,6 +314,18 @@ pub struct ProcessReport {
     pub vms: Vec<VmReport>,
     /// Scheduler: deadlines run, ns spent spinning, sleeps.
     pub scheduler: (u64, u64, u64),
+    /// CPU time the process has used (every thread), ns.
+    #[serde(default)]
+    pub cpu_ns: u64,
+    /// Wall time since the fabric's epoch when the report was made, ns.
+    #[serde(default)]
+    pub wall_ns: u64,
+}
+
+/// The fabric's smallest link delay (at least 1 ns): a frame handled later
+/// than this after it was due is late by more than any link is long.
+pub fn smallest_link_delay(fabric: &FabricSpec) -> Nanos {
+    fabric.links.iter().map(|l| l.delay).min().unwrap_or(1).max(1)
 }
 
 /// A VM host in a [`ProcessReport`].
@@ -470,7 +482,13 @@ impl ProcessRuntime {
             match Actor::spawn(
                 None,
                 NodeActor,
-                NodeActorArgs { node: Box::new(node), scheduler: sched.clone(), inbox: inbox.clone(), max_lag: plan.max_lag_ns },
+                NodeActorArgs {
+                    node: Box::new(node),
+                    scheduler: sched.clone(),
+                    inbox: inbox.clone(),
+                    max_lag: plan.max_lag_ns,
+                    late_after: smallest_link_delay(&plan.fabric),
+                },
             )
             .await
             {
@@ -813,6 +831,8 @@ impl ProcessRuntime {
                 })
                 .collect(),
             scheduler: self.sched.stats(),
+            cpu_ns: crate::clock::process_cpu_ns(),
+            wall_ns: self.sched.now(),
         }
     }
 

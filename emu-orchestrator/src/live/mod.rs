@@ -16,6 +16,7 @@
 //! links within 2 s.
 
 pub mod cut_links;
+pub mod faithfulness;
 
 use crate::cluster::launch::{await_running, launch, refuse_latecomer, Conns, ExternalNodes, Launched, PlanBase};
 use crate::cluster::state::{alive, read_state, remove_leftovers, socket_file, teardown_async, write_state, FabricState, HostAccess};
@@ -187,6 +188,9 @@ pub struct Response {
     /// (capture).
     #[serde(default)]
     pub captures: Vec<CaptureFile>,
+    /// How faithful the fabric's timing was (status, down).
+    #[serde(default)]
+    pub faithfulness: Option<faithfulness::Faithfulness>,
 }
 
 /// One pcap file of `weft capture`.
@@ -729,11 +733,13 @@ async fn serve_client(
         let resp = match serde_json::from_str::<Request>(&line) {
             Err(e) => fail(format!("bad request: {e}")),
             Ok(Request::Down) => {
+                // The processes' last reports, before they stop.
+                let report = faithfulness_of(&live);
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let _ = down.send(tx);
                 match rx.await {
                     Ok(Err(left)) => fail(left),
-                    _ => ok("fabric is down".into()),
+                    _ => Response { faithfulness: Some(report), ..ok("fabric is down".into()) },
                 }
             }
             Ok(req) => handle(&live, req).await,
@@ -746,11 +752,27 @@ async fn serve_client(
 }
 
 pub(crate) fn ok(message: String) -> Response {
-    Response { ok: true, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![], captures: vec![] }
+    Response {
+        ok: true,
+        message,
+        processes: vec![],
+        links: vec![],
+        events: vec![],
+        cut_links: vec![],
+        captures: vec![],
+        faithfulness: None,
+    }
 }
 
 pub(crate) fn fail(message: String) -> Response {
-    Response { ok: false, message, processes: vec![], links: vec![], events: vec![], cut_links: vec![], captures: vec![] }
+    Response { ok: false, ..ok(message) }
+}
+
+/// The faithfulness report from the processes' latest reports.
+fn faithfulness_of(live: &Live) -> faithfulness::Faithfulness {
+    let reports: BTreeMap<u32, ProcessReport> =
+        live.nodes.iter().filter_map(|(&p, n)| Some((p, n.report.lock().ok().and_then(|r| r.clone())?))).collect();
+    faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(&live.fabric), &reports)
 }
 
 pub(crate) fn link_by_name(f: &FabricSpec, name: &str) -> Option<LinkId> {
@@ -945,6 +967,7 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
             Response {
                 ok: true,
                 message: String::new(),
+                faithfulness: Some(faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(f), &reports)),
                 cut_links: cut_links::cut_links(f, &reports, &delays, place),
                 captures: vec![],
                 processes,

@@ -96,6 +96,7 @@ impl MetricsSource {
             let lc = [pl[0], ("cause", cause)];
             set.counter("weft_process_transport_rejected_total", &lc, n);
         }
+        set.counter_f64("weft_process_cpu_seconds_total", &pl, crate::clock::process_cpu_ns() as f64 / 1e9);
         set.gauge("weft_process_scrape_duration_seconds", &pl, started.elapsed().as_secs_f64());
         set
     }
