@@ -468,6 +468,13 @@ pub(crate) fn run(a: RunArgs) -> Result<()> {
         }
     }
     println!("wrote {}, {} and {plots} plots in {}", summary.display(), csv.display(), plan.out.join("plots").display());
+    if let Some(f) = &outcome.faithfulness {
+        match &f.warning {
+            Some(w) => println!("warning: {w}"),
+            None => println!("timing: every node's p99 lateness stayed within the smallest link delay"),
+        }
+        println!("faithfulness report: {}", plan.out.join("faithfulness.json").display());
+    }
     Ok(())
 }
 
@@ -497,6 +504,10 @@ fn write_outputs(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, PathBuf, 
     std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
     let csv = out.join("flows.csv");
     std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
+    if let Some(f) = &outcome.faithfulness {
+        let p = out.join("faithfulness.json");
+        std::fs::write(&p, serde_json::to_string_pretty(f)? + "\n").with_context(|| format!("cannot write {}", p.display()))?;
+    }
     if let Some(events) = &outcome.pfc_events {
         let p = out.join("pfc.csv");
         std::fs::write(&p, emu_orchestrator::experiment::pfc_csv(events)).with_context(|| format!("cannot write {}", p.display()))?;

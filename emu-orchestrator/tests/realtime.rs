@@ -610,6 +610,10 @@ fn capture_of_synthetic_roce_is_read_by_tshark_as_infiniband_bth() {
     if text.trim().is_empty() {
         text = capture("h0-leaf0");
     }
+    // A real-time run writes how faithful its timing was beside its results.
+    let f: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("faithfulness.json")).unwrap()).unwrap();
+    assert_eq!(f["processes"].as_array().map(Vec::len), Some(1), "{f}");
+    assert!(f["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["name"] == "leaf0" && n["frames"].as_u64() > Some(50))), "{f}");
     let _ = std::fs::remove_dir_all(&dir);
     let rows: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     eprintln!("tshark decoded {} BTH frames, first: {:?}", rows.len(), rows.first());

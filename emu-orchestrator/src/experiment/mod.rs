@@ -410,6 +410,9 @@ pub struct RunOutcome {
     /// With [`RunOptions::pfc_trace`]: every PFC frame received, by time
     /// (`None` without it).
     pub pfc_events: Option<Vec<PfcRecord>>,
+    /// A real-time run in this process: how faithful its timing was
+    /// (`faithfulness.json`; docs/REALTIME.md#faithfulness).
+    pub faithfulness: Option<crate::live::faithfulness::Faithfulness>,
 }
 
 /// One priority of one PFC frame a node received (`pfc.csv`): the ConWeave
@@ -880,7 +883,7 @@ pub fn run_with_metrics(
         ));
     }
     let pfc_events = opts.pfc_trace.then(|| pfc_records(&topo.fabric, engine.nodes()));
-    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads(), stalled, pfc_events })
+    Ok(RunOutcome { summary, wall, truncated, threads: engine.threads(), stalled, pfc_events, faithfulness: None })
 }
 
 /// Multiplies every time parameter of a RoCE configuration by `k`
@@ -983,10 +986,10 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             emu_node::time::format_duration(run.end),
             run.transport_lost
         );
-        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1, stalled: None, pfc_events: None });
+        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1, stalled: None, pfc_events: None, faithfulness: None });
     }
     let start = Instant::now();
-    let (nodes, truncated, sim_end) = rt.block_on(async {
+    let (nodes, truncated, sim_end, report) = rt.block_on(async {
         // Fabric time 0 a little ahead, so set-up does not eat into the run.
         let epoch = emu_node::clock::monotonic_ns() + 50_000_000;
         let plan = ProcessPlan {
@@ -1023,15 +1026,20 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         }
         let truncated = crate::experiment::distributed::run_until_idle(&p, opts.until, progress).await;
         let end = p.scheduler().now();
+        let report = p.report().await;
         let mut nodes = p.shutdown().await;
         nodes.sort_by_key(|(id, _)| *id);
-        Ok::<_, RunError>((nodes.into_iter().map(|(_, n)| n).collect::<Vec<_>>(), truncated, end))
+        Ok::<_, RunError>((nodes.into_iter().map(|(_, n)| n).collect::<Vec<_>>(), truncated, end, report))
     })?;
+    let faithfulness = crate::live::faithfulness::Faithfulness::of(
+        emu_node::runtime::smallest_link_delay(&fabric),
+        &std::iter::once((0, report)).collect(),
+    );
     let wall = start.elapsed();
     let engine = Engine::with_nodes(&topo.fabric, nodes)?;
     let mut summary = Summary::collect_after(&topo.fabric, &engine, &scheme, &traffic, opts.seed, opts.warmup, opts.slowdown);
     summary.time_origin_ns = time_origin;
     summary.simulated_ns = sim_end;
     summary.traffic = format!("{traffic} (real time, {} of fabric time)", emu_node::time::format_duration(sim_end));
-    Ok(RunOutcome { summary, wall, truncated, threads: 1, stalled: None, pfc_events: None })
+    Ok(RunOutcome { summary, wall, truncated, threads: 1, stalled: None, pfc_events: None, faithfulness: Some(faithfulness) })
 }

@@ -196,6 +196,7 @@ pub fn compare_on(
                         // A remote cell's stall is in its summary's `incomplete`.
                         stalled: None,
                         pfc_events: None,
+                        faithfulness: None,
                     })
                     .map_err(crate::experiment::RunError::Remote);
                 if let Ok(mut r) = results.lock() {
