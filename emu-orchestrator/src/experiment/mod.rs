@@ -412,7 +412,7 @@ pub struct RunOutcome {
     pub pfc_events: Option<Vec<PfcRecord>>,
     /// A real-time run in this process: how faithful its timing was
     /// (`faithfulness.json`; docs/REALTIME.md#faithfulness).
-    pub faithfulness: Option<crate::live::faithfulness::Faithfulness>,
+    pub faithfulness: Option<crate::observe::faithfulness::Faithfulness>,
 }
 
 /// One priority of one PFC frame a node received (`pfc.csv`): the ConWeave
@@ -1031,7 +1031,7 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
         nodes.sort_by_key(|(id, _)| *id);
         Ok::<_, RunError>((nodes.into_iter().map(|(_, n)| n).collect::<Vec<_>>(), truncated, end, report))
     })?;
-    let faithfulness = crate::live::faithfulness::Faithfulness::of(
+    let faithfulness = crate::observe::faithfulness::Faithfulness::of(
         emu_node::runtime::smallest_link_delay(&fabric),
         &std::iter::once((0, report)).collect(),
     );

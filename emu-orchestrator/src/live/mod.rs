@@ -16,7 +16,6 @@
 //! links within 2 s.
 
 pub mod cut_links;
-pub mod faithfulness;
 
 use crate::cluster::launch::{await_running, launch, refuse_latecomer, Conns, ExternalNodes, Launched, PlanBase};
 use crate::cluster::state::{alive, read_state, remove_leftovers, socket_file, teardown_async, write_state, FabricState, HostAccess};
@@ -190,7 +189,7 @@ pub struct Response {
     pub captures: Vec<CaptureFile>,
     /// How faithful the fabric's timing was (status, down).
     #[serde(default)]
-    pub faithfulness: Option<faithfulness::Faithfulness>,
+    pub faithfulness: Option<crate::observe::faithfulness::Faithfulness>,
 }
 
 /// One pcap file of `weft capture`.
@@ -769,10 +768,10 @@ pub(crate) fn fail(message: String) -> Response {
 }
 
 /// The faithfulness report from the processes' latest reports.
-fn faithfulness_of(live: &Live) -> faithfulness::Faithfulness {
+fn faithfulness_of(live: &Live) -> crate::observe::faithfulness::Faithfulness {
     let reports: BTreeMap<u32, ProcessReport> =
         live.nodes.iter().filter_map(|(&p, n)| Some((p, n.report.lock().ok().and_then(|r| r.clone())?))).collect();
-    faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(&live.fabric), &reports)
+    crate::observe::faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(&live.fabric), &reports)
 }
 
 pub(crate) fn link_by_name(f: &FabricSpec, name: &str) -> Option<LinkId> {
@@ -967,7 +966,7 @@ async fn handle(live: &Arc<Live>, req: Request) -> Response {
             Response {
                 ok: true,
                 message: String::new(),
-                faithfulness: Some(faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(f), &reports)),
+                faithfulness: Some(crate::observe::faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(f), &reports)),
                 cut_links: cut_links::cut_links(f, &reports, &delays, place),
                 captures: vec![],
                 processes,
