@@ -176,8 +176,8 @@ impl TargetProfile {
     /// build it (the default `./configure`, logging macros compiled in):
     /// 300 µs per packet, about 3 300 packets/s through the one ingress
     /// thread. Published measurements of that build: iperf TCP through one
-    /// `simple_switch` at about 30 Mbit/s (p4lang/behavioral-model issue
-    /// #537) and 24 Mbit/s (`simple_switch_grpc`, issue #1172), i.e. 2 000 to
+    /// `simple_switch` at about 30 Mbit/s (<https://github.com/p4lang/behavioral-model/issues/537>) and
+    /// 24 Mbit/s (`simple_switch_grpc`, <https://github.com/p4lang/behavioral-model/issues/1172>), i.e. 2 000 to
     /// 2 500 data packets of 1 500 B plus their ACKs (one per two segments),
     /// 3 000 to 3 750 packets/s. No published figure gives the spread of
     /// per-packet times; the maintainers call it "very inconsistent"
