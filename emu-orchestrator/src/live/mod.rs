@@ -487,11 +487,13 @@ async fn run_fabric(
     let sock = socket_file(&dir);
     let _ = std::fs::remove_file(&sock);
     let listener = tokio::net::UnixListener::bind(&sock).map_err(io(format!("control socket {}", sock.display())))?;
+    // The handlers are in place before anyone can read "running": a Ctrl-C
+    // from then on is held by them and stops the fabric cleanly.
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
     state.phase = "running".into();
     write_state(&dir, state)?;
     ready(&state.hosts);
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
     let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<DownAck>();
     let mut reported_dead = std::collections::BTreeSet::new();
     let mut silent = SilenceWatch::default();
