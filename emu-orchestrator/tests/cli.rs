@@ -777,3 +777,88 @@ fn a_pfc_trace_lists_every_pause_received_and_changes_no_result() {
     assert!(!o.status.success() && stderr(&o).contains("--pfc-trace records a virtual-time run"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The switch counters that a late fabric must not change: drops of every
+/// cause and ECN marks, summed over the switches of a run's summary.
+fn switch_drops_and_marks(dir: &Path) -> (u64, u64) {
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let (mut drops, mut marks) = (0, 0);
+    for sw in s["switches"].as_array().unwrap() {
+        for (k, v) in sw["counters"].as_object().unwrap() {
+            let v = v.as_u64().unwrap_or(0);
+            if k.starts_with("drop") {
+                drops += v;
+            } else if k == "ecn_marks" {
+                marks += v;
+            }
+        }
+    }
+    (drops, marks)
+}
+
+/// The emu-node processes `weft run --nodes` started (children of `pid`)
+/// whose command line names `--process <p>`.
+fn emu_node_child(pid: u32, p: u32) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let child: i32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        let named = args.windows(2).any(|w| w[0] == b"--process" && w[1] == p.to_string().as_bytes());
+        (ppid == pid && named).then_some(child)
+    })
+}
+
+/// A switch process held back (SIGSTOP for 20 ms, again and again, as a
+/// busy machine does to it) hands its frames on late and in a burst; the
+/// next switch handles each at its own due time, so the flow through it
+/// keeps its spacing: no drop and no ECN mark beyond the run nobody paused.
+/// Before per-port time a single 20 ms stop made leaf1 mark ~2 000 packets
+/// and drop 238 (the late frames landed at the instant of a frame that had
+/// come in on time from a host in leaf1's own rack).
+#[test]
+fn a_paused_emu_node_makes_no_drop_or_mark_that_the_unpaused_run_does_not() {
+    let d = tmp("sigstop");
+    std::fs::create_dir_all(&d).unwrap();
+    // h0 -> h9 crosses leaf0, a spine and leaf1 at 200 Mbit/s; h10 -> h11
+    // keeps leaf1 busy on time (50 Mbit/s inside its rack). Both paced.
+    let flows = d.join("flows.txt");
+    std::fs::write(&flows, "2\n0 9 0 25000000 0 0.00006\n10 11 0 6250000 0 0.00024\n").unwrap();
+    let run = |out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(["run", "leaf-spine-2x4-rt-synthetic", "--clock", "real", "--nodes", "3", "--until", "1500ms", "--quiet"])
+            .arg("--flows-file")
+            .arg(&flows)
+            .arg("--out")
+            .arg(out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run weft")
+    };
+    let (calm, held) = (d.join("calm"), d.join("held"));
+    let o = run(&calm).wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut child = run(&held);
+    let mut stops = 0;
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        // Process 1 runs leaf0, the flow's first switch.
+        if let Some(p) = emu_node_child(child.id(), 1) {
+            // SAFETY: signals to a process this test's child started.
+            unsafe { libc::kill(p, libc::SIGSTOP) };
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            unsafe { libc::kill(p, libc::SIGCONT) };
+            stops += 1;
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The flow lasts about 1 s of a run of 2-4 s: a stop every 170 ms
+    // holds leaf0 back several times while it carries the flow.
+    assert!(stops >= 8, "leaf0's process was stopped only {stops} times");
+    let (a, b) = (switch_drops_and_marks(&calm), switch_drops_and_marks(&held));
+    assert!(b.0 <= a.0 && b.1 <= a.1, "paused {stops} times: drops and marks {b:?}, unpaused {a:?}");
+    let _ = std::fs::remove_dir_all(d);
+}

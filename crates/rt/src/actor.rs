@@ -12,10 +12,19 @@
 //! Time: the state machine is called with the time the message was due
 //! (never later than the wall clock), and its own deadlines that fall
 //! before an arriving frame run first, at their time, as in virtual time;
-//! so lag shows up as wall-clock delay but not as lost link capacity. Time
-//! never goes back for a state machine: a message that reaches the actor
-//! after a later one (one held by the scheduler, one already late) is
-//! handled at the later time.
+//! so lag shows up as wall-clock delay but not as lost link capacity.
+//!
+//! A host's time never goes back: a message that reaches it after a later
+//! one is handled at the later time. A switch instead handles every frame
+//! and timer at its own due time even when it already handled a later one
+//! (per-port time): its egress ports keep their own time (a port busy
+//! until t sends its next frame at t, never earlier), so frames that reach
+//! it late from a process that was held back keep their spacing on the
+//! port they leave by, instead of landing at one instant behind a frame
+//! that came in on time on another port (a TAP host's ACK, a neighbour in
+//! the same process) and overflowing that port's queue: a fabric that runs
+//! late shifts as a whole. State shared by all ports (the shared buffer,
+//! the program's registers) sees the frames in the order they are handled.
 //!
 //! Bounded lag (the overload policy, `max_lag`; 0, the default: no bound).
 //! When the process has more work than CPU, actors fall behind their
@@ -297,8 +306,12 @@ pub struct NodeActorState {
     report: ActorReport,
     /// UDP link datagrams sent when the message is handled.
     udp_batch: crate::link::remote::UdpBatch,
-    /// The latest time handed to the state machine: time never goes back.
+    /// The latest time handed to the state machine (a host's time never
+    /// goes back; a switch's frames and timers run at their own due time).
     last: Nanos,
+    /// Whether frames and timers run at their own due time even after a
+    /// later one (a switch: see the module doc), not at `last`.
+    per_port_time: bool,
     /// Frames later than this are dropped (0: no bound).
     max_lag: Nanos,
     /// Frames later than this are counted as late.
@@ -318,7 +331,7 @@ fn node_name(n: &Node) -> String {
 
 impl NodeActorState {
     fn on_frame(&mut self, wall: Nanos, port: PortId, frame: BytesMut, due: Nanos) {
-        let now = due.min(wall).max(self.last);
+        let now = if self.per_port_time { due.min(wall) } else { due.min(wall).max(self.last) };
         self.report.rx_frames += 1;
         if wall.saturating_sub(due) > self.late_after {
             self.report.late_frames += 1;
@@ -350,7 +363,7 @@ impl NodeActorState {
                 }
                 prev = Some(t);
                 self.last = self.last.max(t);
-                n.handle_timeout(self.last, &mut self.out);
+                n.handle_timeout(if self.per_port_time { t } else { self.last }, &mut self.out);
             }
             n.handle_frame(now, port, frame, &mut self.out);
         }
@@ -433,7 +446,9 @@ impl Actor for NodeActor {
 
     async fn pre_start(&self, _me: ActorRef<NodeMsg>, args: NodeActorArgs) -> Result<NodeActorState, ActorProcessingErr> {
         let name = node_name(&args.node);
+        let per_port_time = matches!(*args.node, Node::Switch(_));
         Ok(NodeActorState {
+            per_port_time,
             report: ActorReport { name: name.clone(), ..Default::default() },
             node: Some(args.node),
             name,
@@ -459,10 +474,10 @@ impl Actor for NodeActor {
         // between two frames a port sends: rates stay exact and lag does not
         // accumulate).
         let now = match &msg {
-            NodeMsg::Timer { due } => (*due).min(wall),
-            _ => wall,
-        }
-        .max(st.last);
+            NodeMsg::Timer { due } if st.per_port_time => (*due).min(wall),
+            NodeMsg::Timer { due } => (*due).min(wall).max(st.last),
+            _ => wall.max(st.last),
+        };
         match msg {
             NodeMsg::Bind(ports) => st.ports = ports,
             NodeMsg::Frame { port, frame, due } => st.on_frame(wall, port, frame, due),
@@ -482,7 +497,7 @@ impl Actor for NodeActor {
                 if let Some(n) = st.node.as_mut() {
                     n.handle_timeout(now, &mut st.out);
                 }
-                st.last = now;
+                st.last = st.last.max(now);
             }
             NodeMsg::Link { port, change } => {
                 st.last = now;
