@@ -9,13 +9,32 @@ use emu_orchestrator::config::units::{parse_duration, parse_rate};
 use emu_orchestrator::live::{self, Request, UpOptions};
 use std::path::PathBuf;
 
+/// `weft up --nodes`: a number of processes, or `auto`.
+#[derive(Debug, Clone, Copy)]
+pub enum NodeCount {
+    /// Chosen from the cores and the fabric
+    /// ([`emu_orchestrator::placement::auto_node_count`]).
+    Auto,
+    /// This many.
+    Fixed(u32),
+}
+
+fn parse_node_count(s: &str) -> Result<NodeCount, String> {
+    match s {
+        "auto" => Ok(NodeCount::Auto),
+        n => n.parse().map(NodeCount::Fixed).map_err(|_| format!("expected a number of processes or `auto`, got `{n}`")),
+    }
+}
+
 #[derive(clap::Args)]
 pub struct UpArgs {
     /// Topology file or shipped name (e.g. leaf-spine-2x4-rt).
     pub topology: String,
-    /// Number of local emu-node processes.
-    #[arg(long, default_value_t = 1)]
-    pub nodes: u32,
+    /// Number of local emu-node processes, or `auto`: half the machine's
+    /// cores (the other half is for the real hosts' kernel stacks), at most
+    /// one per switch with hosts plus one for the rest, at least 1.
+    #[arg(long, default_value = "1", value_parser = parse_node_count)]
+    pub nodes: NodeCount,
     /// Spread the fabric over the machines of FILE (TOML, `[[machine]]`
     /// tables with name, ssh destination, optional user/port/identity/
     /// known_hosts, the address links bind on): one emu-node per machine,
@@ -247,7 +266,18 @@ pub fn up(a: UpArgs) -> Result<()> {
     };
     let opts = UpOptions {
         external,
-        nodes: a.external_nodes.unwrap_or(a.nodes).max(1),
+        nodes: match (a.external_nodes, a.nodes) {
+            (Some(n), _) | (None, NodeCount::Fixed(n)) => n.max(1),
+            (None, NodeCount::Auto) => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                let n = emu_orchestrator::placement::auto_node_count(&topo.fabric, cores);
+                if !a.detach {
+                    // (A detached start prints its background run's log.)
+                    eprintln!("--nodes auto: {n} emu-node process(es) for {cores} cores");
+                }
+                n
+            }
+        },
         inter,
         spin_us: a.spin_us,
         netns_prefix: a.netns_prefix.clone(),

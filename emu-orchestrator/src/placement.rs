@@ -29,6 +29,21 @@ pub fn auto_place(f: &mut FabricSpec, n: u32) {
     place_hosts_with_tor(f);
 }
 
+/// The number of emu-node processes `--nodes auto` runs `f` in on a
+/// machine with `cores` cores: half of them, as every emu-node keeps about
+/// one core busy and the real hosts' kernel stacks (TCP, iperf3) need
+/// about as much again (BENCHMARKS.md, "Late frames keep their spacing":
+/// on 2 cores one process carries TCP fastest); never more than
+/// [`auto_place`] can fill (one per switch with hosts, one for the rest);
+/// at least one.
+#[must_use]
+pub fn auto_node_count(f: &FabricSpec, cores: usize) -> u32 {
+    let switches =
+        |with_hosts: bool| (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && has_host(f, i) == with_hosts).count();
+    let fill = switches(true) + usize::from(switches(false) > 0);
+    (cores / 2).min(fill).max(1) as u32
+}
+
 fn has_host(f: &FabricSpec, i: usize) -> bool {
     f.nodes[i].ports.iter().any(|p| f.nodes.get(p.peer.index()).is_some_and(|n| n.as_host().is_some()))
 }
@@ -113,5 +128,18 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("capacity must be 1 to 64"));
+    }
+
+    #[test]
+    fn auto_node_count_is_half_the_cores_within_what_placement_fills() {
+        let f = crate::config::topology::Topology::load("leaf-spine-2x4-rt").unwrap().fabric;
+        // Two leaves with hosts and the spines: at most 3 processes.
+        assert_eq!(auto_node_count(&f, 1), 1);
+        assert_eq!(auto_node_count(&f, 2), 1);
+        assert_eq!(auto_node_count(&f, 4), 2);
+        assert_eq!(auto_node_count(&f, 16), 3);
+        let f = crate::config::topology::Topology::load("leaf-spine-8x8").unwrap().fabric;
+        assert_eq!(auto_node_count(&f, 16), 8);
+        assert_eq!(auto_node_count(&f, 64), 9);
     }
 }

@@ -862,3 +862,10 @@ fn a_paused_emu_node_makes_no_drop_or_mark_that_the_unpaused_run_does_not() {
     assert!(b.0 <= a.0 && b.1 <= a.1, "paused {stops} times: drops and marks {b:?}, unpaused {a:?}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+#[test]
+fn up_refuses_a_node_count_that_is_neither_a_number_nor_auto() {
+    let o = weft(&["up", "leaf-spine-2x4-rt-synthetic", "--nodes", "lots"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("expected a number of processes or `auto`, got `lots`"), "{}", stderr(&o));
+}
