@@ -858,6 +858,10 @@ fn a_paused_emu_node_makes_no_drop_or_mark_that_the_unpaused_run_does_not() {
     // The flow lasts about 1 s of a run of 2-4 s: a stop every 170 ms
     // holds leaf0 back several times while it carries the flow.
     assert!(stops >= 8, "leaf0's process was stopped only {stops} times");
+    // The faithfulness report covers this process (the hosts) and the
+    // three emu-nodes.
+    let f: serde_json::Value = serde_json::from_slice(&std::fs::read(held.join("faithfulness.json")).unwrap()).unwrap();
+    assert_eq!(f["processes"].as_array().unwrap().len(), 4, "{f}");
     let (a, b) = (switch_drops_and_marks(&calm), switch_drops_and_marks(&held));
     assert!(b.0 <= a.0 && b.1 <= a.1, "paused {stops} times: drops and marks {b:?}, unpaused {a:?}");
     let _ = std::fs::remove_dir_all(d);

@@ -26,6 +26,9 @@ pub struct DistributedRun {
     pub truncated: bool,
     /// Fabric time at the end.
     pub end: emu_node::time::Nanos,
+    /// How faithful the run's timing was: this process (the hosts) and
+    /// every emu-node, from their last reports.
+    pub faithfulness: crate::observe::faithfulness::Faithfulness,
     /// Frames the inter-process transport lost (last reports).
     pub transport_lost: u64,
 }
@@ -132,6 +135,9 @@ pub async fn run_distributed(
         }
     }
     transport_lost += last_reports.values().map(|r| r.transport.iter().map(|t| t.seq.lost).sum::<u64>()).sum::<u64>();
+    let mut reports: BTreeMap<u32, ProcessReport> = last_reports.into_iter().map(|(p, r)| (p, *r)).collect();
+    reports.insert(0, local);
+    let faithfulness = crate::observe::faithfulness::Faithfulness::of(emu_node::runtime::smallest_link_delay(&f), &reports);
     let order: BTreeMap<&str, usize> = f.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
     switches.sort_by_key(|s| order.get(s.name.as_str()).copied().unwrap_or(usize::MAX));
     let hosts = rt.shutdown().await;
@@ -141,7 +147,7 @@ pub async fn run_distributed(
     }
     ep.close(0u32.into(), b"done");
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(DistributedRun { hosts, switches, truncated, end, transport_lost })
+    Ok(DistributedRun { hosts, switches, truncated, end, transport_lost, faithfulness })
 }
 
 /// Waits while the real-time fabric of `rt` runs, reporting progress every

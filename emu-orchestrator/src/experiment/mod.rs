@@ -986,7 +986,15 @@ pub fn run_real(topo: &Topology, opts: &RunOptions, rt_opts: &RealTimeOptions, p
             emu_node::time::format_duration(run.end),
             run.transport_lost
         );
-        return Ok(RunOutcome { summary, wall, truncated: run.truncated, threads: 1, stalled: None, pfc_events: None, faithfulness: None });
+        return Ok(RunOutcome {
+            summary,
+            wall,
+            truncated: run.truncated,
+            threads: 1,
+            stalled: None,
+            pfc_events: None,
+            faithfulness: Some(run.faithfulness),
+        });
     }
     let start = Instant::now();
     let (nodes, truncated, sim_end, report) = rt.block_on(async {
