@@ -2,7 +2,9 @@
 //! [`LinkHeader`] over UDP or QUIC datagrams, and handing received frames
 //! to the local actor when they are due. An actor's UDP datagrams wait in a
 //! [`UdpBatch`] while it handles one message and leave together (one
-//! `sendmmsg`); QUIC datagrams are batched by quinn.
+//! `sendmmsg`, each run of equal datagrams to one peer as one UDP GSO
+//! message that the kernel cuts into the same datagrams); QUIC datagrams
+//! are batched by quinn.
 //!
 //! Invariants: sequence numbers count per link direction from 0; every
 //! datagram carries the tag of the fabric's [`LinkKey`] ([`super::auth`]);
@@ -128,8 +130,14 @@ pub struct UdpBatch {
     scratch: Vec<u8>,
 }
 
-/// Datagrams per `sendmmsg` call.
+/// Messages per `sendmmsg` call.
 const SEND_BATCH: usize = 64;
+/// Datagrams per UDP GSO message (the kernel's limit, `UDP_MAX_SEGMENTS`).
+const GSO_SEGMENTS: usize = 64;
+/// Bytes per UDP GSO message (a UDP datagram's payload at most).
+const GSO_BYTES: usize = 65_000;
+/// Set when the kernel refused a UDP GSO message: datagrams go one by one.
+static GSO_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl UdpBatch {
     fn push(&mut self, socket: &Arc<tokio::net::UdpSocket>, peer: SocketAddr, emit: impl FnOnce(&mut Vec<u8>)) -> u64 {
@@ -165,48 +173,103 @@ impl UdpBatch {
             self.bytes.clear();
             return u64::from(refused);
         }
-        let mut errors = 0u64;
-        let mut start = 0usize;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*socket);
+        let gso = !GSO_REFUSED.load(Ordering::Relaxed);
+        // Messages: runs of datagrams to one peer of one size (the last may
+        // be shorter) go as one UDP GSO message (the kernel cuts it into
+        // the datagrams: one pass through the UDP/IP stack instead of one
+        // per datagram); the rest one per message.
+        let mut msgs: Vec<(usize, usize, usize, usize)> = Vec::new(); // (item index, items, bytes from, segment size)
+        let mut from = 0usize;
         let mut i = 0usize;
         while i < self.items.len() {
-            let chunk = &self.items[i..self.items.len().min(i + SEND_BATCH)];
-            let mut iovs: Vec<libc::iovec> = Vec::with_capacity(chunk.len());
-            let mut from = start;
-            for (end, _) in chunk {
-                iovs.push(libc::iovec { iov_base: self.bytes[from..*end].as_ptr() as *mut libc::c_void, iov_len: end - from });
-                from = *end;
+            let seg = self.items[i].0 - from;
+            let mut k = 1;
+            let mut end = self.items[i].0;
+            while gso && i + k < self.items.len() && k < GSO_SEGMENTS {
+                let (e, a) = &self.items[i + k];
+                let len = e - end;
+                if a != &self.items[i].1 || len > seg || e - from > GSO_BYTES {
+                    break;
+                }
+                end = *e;
+                k += 1;
+                if len < seg {
+                    break;
+                }
             }
+            msgs.push((i, k, from, seg));
+            from = end;
+            i += k;
+        }
+        let mut errors = 0u64;
+        for chunk in msgs.chunks(SEND_BATCH) {
+            let mut iovs: Vec<libc::iovec> = chunk
+                .iter()
+                .map(|&(i, k, from, _)| libc::iovec {
+                    iov_base: self.bytes[from..self.items[i + k - 1].0].as_ptr() as *mut libc::c_void,
+                    iov_len: self.items[i + k - 1].0 - from,
+                })
+                .collect();
+            // One UDP_SEGMENT control message per GSO message.
+            let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as usize;
+            let mut control = vec![0u8; space * chunk.len()];
             // SAFETY: zeroed mmsghdr is a valid "empty" header; every
-            // pointer set below refers to `iovs` or `chunk`, which outlive
-            // the call, and the kernel only reads them.
+            // pointer set below refers to `iovs`, `control` or
+            // `self.items`, which outlive the call, and the kernel only
+            // reads them. Each control buffer is CMSG_SPACE bytes, aligned
+            // as the Vec's start plus a multiple of CMSG_SPACE.
             let mut hdrs: Vec<libc::mmsghdr> = chunk
                 .iter()
                 .zip(iovs.iter_mut())
-                .map(|((_, addr), iov)| {
+                .zip(control.chunks_mut(space))
+                .map(|((&(i, k, _, seg), iov), ctl)| {
+                    let addr = &self.items[i].1;
                     let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
                     h.msg_hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
                     h.msg_hdr.msg_namelen = addr.len();
                     h.msg_hdr.msg_iov = iov as *mut libc::iovec;
                     h.msg_hdr.msg_iovlen = 1;
+                    if k > 1 {
+                        h.msg_hdr.msg_control = ctl.as_mut_ptr() as *mut libc::c_void;
+                        h.msg_hdr.msg_controllen = space as _;
+                        unsafe {
+                            let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                            (*c).cmsg_level = libc::SOL_UDP;
+                            (*c).cmsg_type = libc::UDP_SEGMENT;
+                            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+                            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg as u16);
+                        }
+                    }
                     h
                 })
                 .collect();
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&*socket);
             let mut sent = 0usize;
             while sent < hdrs.len() {
                 // SAFETY: `hdrs[sent..]` are valid, initialised headers (see above).
                 let n = unsafe { libc::sendmmsg(fd, hdrs[sent..].as_mut_ptr(), (hdrs.len() - sent) as libc::c_uint, 0) };
-                if n <= 0 {
-                    // Buffer full (EAGAIN) or another error: the first
-                    // waiting datagram is refused; try the rest.
-                    errors += 1;
-                    sent += 1;
-                } else {
+                if n > 0 {
                     sent += n as usize;
+                    continue;
                 }
+                let (i, k, _, _) = chunk[sent];
+                let err = std::io::Error::last_os_error().raw_os_error();
+                if k > 1 && matches!(err, Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP)) {
+                    // No UDP GSO here (old kernel, a device without
+                    // checksum offload): never again, and these one by one.
+                    GSO_REFUSED.store(true, Ordering::Relaxed);
+                    let mut from = chunk[sent].2;
+                    for (end, addr) in &self.items[i..i + k] {
+                        errors += u64::from(addr.as_socket().is_none_or(|a| socket.try_send_to(&self.bytes[from..*end], a).is_err()));
+                        from = *end;
+                    }
+                } else {
+                    // Buffer full (EAGAIN) or another error: the first
+                    // waiting message is refused; try the rest.
+                    errors += k as u64;
+                }
+                sent += 1;
             }
-            start = from;
-            i += chunk.len();
         }
         self.items.clear();
         self.bytes.clear();
@@ -455,6 +518,33 @@ mod tests {
         assert_eq!(batch.flush(), 0);
         let n = rx.recv(&mut buf).await.unwrap();
         assert_eq!(LinkHeader::parse(key.open(&mut buf[..n]).unwrap()).unwrap().1, &[9u8; 64][..]);
+    }
+
+    /// Runs of equal datagrams go as UDP GSO messages (64 at most, the
+    /// last of a run may be shorter); the receiver gets every datagram, in
+    /// order, as if each had been sent alone.
+    #[tokio::test]
+    async fn runs_of_equal_datagrams_arrive_one_by_one_in_order() {
+        let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        socket2::SockRef::from(&rx).set_recv_buffer_size(4 << 20).unwrap();
+        let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let key = LinkKey::new(&crate::link::auth::LinkSecret([5; 32]));
+        let sender = RemoteSender::udp(2, key.clone(), tx.clone(), rx.local_addr().unwrap());
+        let mut batch = UdpBatch::default();
+        let sizes = std::iter::repeat_n(1400, 100).chain([700]).chain(std::iter::repeat_n(1400, 20)).chain(std::iter::repeat_n(100, 5));
+        let frames: Vec<Vec<u8>> = sizes.enumerate().map(|(i, n)| vec![i as u8; n]).collect();
+        for f in &frames {
+            sender.send_batched(LinkHeader { dir: 0, fabric: 0, link: 4, seq: 0, due: 1, sent: 0 }, f, &mut batch).unwrap();
+        }
+        assert_eq!(batch.flush(), 0);
+        assert!(!GSO_REFUSED.load(Ordering::Relaxed), "this kernel refused UDP GSO (Linux 4.18 or later has it)");
+        let mut buf = vec![0u8; 65536];
+        for (i, f) in frames.iter().enumerate() {
+            let n = rx.recv(&mut buf).await.unwrap();
+            let (h, frame) = LinkHeader::parse(key.open(&mut buf[..n]).unwrap()).unwrap();
+            assert_eq!(h.seq, i as u64);
+            assert_eq!(frame, &f[..], "datagram {i}");
+        }
     }
 
     /// A datagram with the fabric's tag but a forged MAC, one
