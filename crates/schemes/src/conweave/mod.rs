@@ -3,7 +3,10 @@
 //!
 //! Source ToR (paper §3.2, module `source`):
 //! - per connection (a 32-bit CRC of src IP, dst IP and UDP source port, the
-//!   QP, indexed in `conn_entries` entries with a 16-bit signature) an epoch;
+//!   QP, indexed in `conn_entries` entries with a 16-bit signature) an epoch
+//!   and a path; a new connection takes the first of two sampled paths that
+//!   is not marked busy (the first sample if both are: "whenever a new path
+//!   is needed", §3.2.2, as the authors' simulator's `RouteInput`);
 //!   one data packet per epoch is marked RTT_REQUEST;
 //! - an RTT_REPLY within θ_reply starts the next epoch; a data packet that
 //!   finds the request older than θ_reply triggers a reroute: two paths are

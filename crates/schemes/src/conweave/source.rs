@@ -102,9 +102,13 @@ impl ConWeave {
             }
         }
         // Stage 7: the connection's state machine.
-        let initial = h % n_paths;
         let pid = |i: u32| self.path_id(i);
         let candidates = [(s1, avail[0]), (s2, avail[1])];
+        // A new connection needs a path too (§3.2.2: "whenever a new path
+        // is needed", two samples, the first one not busy; the authors'
+        // simulator, conweave-routing.cc `RouteInput`, gives a new
+        // connection that `goodPath`, or the first sample if both are busy).
+        let initial = candidates.iter().find(|(s, ok)| *s != u32::MAX && *ok).map_or(s1, |(s, _)| *s);
         let mut c = self.c;
         let decision = cx.register(self.regs.src_conn, idx, |old| {
             let mut st = SrcConn::unpack(old);
