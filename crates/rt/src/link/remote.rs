@@ -480,12 +480,7 @@ fn receive(table: &Arc<InboundTable>, sched: &DeadlineScheduler, datagram: &mut 
 pub async fn run_udp_receiver(socket: Arc<tokio::net::UdpSocket>, table: Arc<InboundTable>, sched: DeadlineScheduler) {
     let mut buf = vec![0u8; 65536];
     let fd = std::os::fd::AsRawFd::as_raw_fd(&*socket);
-    let on: libc::c_int = 1;
-    // SAFETY: a valid socket and a c_int option value that outlives the call.
-    let gro = unsafe {
-        libc::setsockopt(fd, libc::SOL_UDP, libc::UDP_GRO, (&on as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as u32)
-    } == 0;
-    if !gro {
+    if !enable_udp_gro(fd) {
         while let Ok((n, _)) = socket.recv_from(&mut buf).await {
             receive(&table, &sched, &mut buf[..n]);
         }
@@ -499,6 +494,17 @@ pub async fn run_udp_receiver(socket: Arc<tokio::net::UdpSocket>, table: Arc<Inb
                 receive(&table, &sched, d);
             }
         }
+    }
+}
+
+/// Asks the kernel to coalesce runs of datagrams for the socket `fd` (UDP
+/// GRO); whether it agreed.
+fn enable_udp_gro(fd: std::os::fd::RawFd) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: a socket descriptor and a c_int option value that outlives the call.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_UDP, libc::UDP_GRO, (&on as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as u32)
+            == 0
     }
 }
 
@@ -613,10 +619,7 @@ mod tests {
     async fn a_gro_read_is_cut_into_the_datagrams_that_were_sent() {
         let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let fd = std::os::fd::AsRawFd::as_raw_fd(&rx);
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket and option value.
-        let r = unsafe { libc::setsockopt(fd, libc::SOL_UDP, libc::UDP_GRO, (&on as *const libc::c_int).cast(), 4) };
-        assert_eq!(r, 0, "UDP_GRO (Linux 5.0 or later)");
+        assert!(enable_udp_gro(fd), "UDP_GRO (Linux 5.0 or later)");
         let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
         let key = LinkKey::new(&crate::link::auth::LinkSecret([6; 32]));
         let sender = RemoteSender::udp(2, key.clone(), tx.clone(), rx.local_addr().unwrap());
