@@ -2398,7 +2398,11 @@ fn prometheus_scrapes_the_emu_nodes_of_every_machine_over_tls_with_the_token() {
         if up.len() == 3 {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "Prometheus did not scrape the 3 emu-nodes: {up:?}");
+        if std::time::Instant::now() >= deadline {
+            // Why a target is down: Prometheus's own last error per target.
+            let targets = Command::new("curl").args(["-s", "-m", "5", &format!("{url}/api/v1/targets")]).output().unwrap();
+            panic!("Prometheus did not scrape the 3 emu-nodes: {up:?}\ntargets: {}", String::from_utf8_lossy(&targets.stdout));
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
     std::thread::sleep(Duration::from_secs(3));

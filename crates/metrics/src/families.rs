@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub type Labels<'a> = &'a [(&'a str, &'a str)];
 
 /// Metric families keyed by name.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct FamilySet {
     families: BTreeMap<String, MetricFamily>,
 }

@@ -848,6 +848,7 @@ impl ProcessRuntime {
                 .iter()
                 .map(|t| (self.plan.fabric.nodes.get(t.node.index()).map_or_else(String::new, |n| n.name.clone()), t.counters.clone()))
                 .collect(),
+            last_answers: Default::default(),
         }
     }
 

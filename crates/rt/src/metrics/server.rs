@@ -9,6 +9,7 @@
 
 use super::source::MetricsSource;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +120,22 @@ fn authorised(headers: &axum::http::HeaderMap, token: &str) -> bool {
     given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
+/// How long a scrape waits for the actors: three quarters of the scrape
+/// timeout Prometheus sends (`X-Prometheus-Scrape-Timeout-Seconds`), so the
+/// answer leaves before Prometheus gives up, at most 2 s, at least 100 ms.
+fn gather_deadline(headers: &axum::http::HeaderMap) -> Duration {
+    let said = headers
+        .get("x-prometheus-scrape-timeout-seconds")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0);
+    let limit = said.map_or(MAX_GATHER, |s| Duration::from_secs_f64(s * 0.75));
+    limit.clamp(Duration::from_millis(100), MAX_GATHER)
+}
+
+/// The longest a scrape waits for the actors.
+const MAX_GATHER: Duration = Duration::from_secs(2);
+
 /// Serves `/metrics` from `source` on `listener`: plain HTTP, or with
 /// `access` HTTPS and a bearer credential.
 pub fn serve(
@@ -138,6 +155,7 @@ pub fn serve(
             get(move |headers: axum::http::HeaderMap| {
                 let source = source.clone();
                 let allowed = token.as_deref().is_none_or(|t| authorised(&headers, t));
+                let deadline = gather_deadline(&headers);
                 async move {
                     if !allowed {
                         return (
@@ -147,7 +165,7 @@ pub fn serve(
                         )
                             .into_response();
                     }
-                    ([(CONTENT_TYPE, prometheus::TEXT_FORMAT)], source.gather().await.to_text()).into_response()
+                    ([(CONTENT_TYPE, prometheus::TEXT_FORMAT)], source.gather(deadline).await.to_text()).into_response()
                 }
             }),
         )
@@ -184,6 +202,7 @@ mod tests {
             fabric: Arc::new(Default::default()),
             process: 3,
             taps: vec![],
+            last_answers: Default::default(),
         }
     }
 
@@ -273,5 +292,19 @@ mod tests {
             let text = String::from_utf8_lossy(&out);
             assert!(text.starts_with("HTTP/1.1 200") && text.contains("weft_process"), "{text}");
         });
+    }
+
+    #[test]
+    fn the_gather_deadline_follows_the_scrape_timeout_prometheus_sends() {
+        let with = |v: &str| {
+            let mut h = axum::http::HeaderMap::new();
+            h.insert("x-prometheus-scrape-timeout-seconds", v.parse().expect("header"));
+            gather_deadline(&h)
+        };
+        assert_eq!(gather_deadline(&axum::http::HeaderMap::new()), MAX_GATHER);
+        assert_eq!(with("2"), Duration::from_millis(1500));
+        assert_eq!(with("10"), MAX_GATHER);
+        assert_eq!(with("0.01"), Duration::from_millis(100));
+        assert_eq!(with("nonsense"), MAX_GATHER);
     }
 }
