@@ -246,8 +246,16 @@ pub fn bdp_bytes(fabric: &FabricSpec) -> u64 {
     let rate = fabric.nodes[h0.index()].ports.first().map_or(BitRate(0), |p| p.rate);
     let data = crate::host::roce::DATA_OVERHEAD + 1000;
     let ack = crate::host::roce::DATA_OVERHEAD + weft_wire::roce::AETH_LEN;
-    let rtt =
-        hosts.iter().skip(1).filter_map(|&h| path(fabric, h0, h)).map(|p| base_fct([data], &p) + base_fct([ack], &p)).max().unwrap_or(0);
+    // One set of route tables for every host's path (a fat tree with
+    // thousands of hosts would otherwise rebuild them per host).
+    let mut tables = BTreeMap::new();
+    let rtt = hosts
+        .iter()
+        .skip(1)
+        .filter_map(|&h| best_path(fabric, &mut tables, h0, h))
+        .map(|p| base_fct([data], &p) + base_fct([ack], &p))
+        .max()
+        .unwrap_or(0);
     rate.bytes_in(rtt)
 }
 

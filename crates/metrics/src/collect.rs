@@ -52,6 +52,8 @@ pub struct NodeMetrics {
     slowdown: Hist,
     /// Base FCT by destination address and flow size.
     base: FxHashMap<(u32, u64), Option<Nanos>>,
+    /// Path to each destination address (flows of many sizes share one).
+    paths: FxHashMap<u32, Option<Vec<fct::PathLink>>>,
     completed: u64,
     resources: Option<Vec<(String, u64, u64)>>,
 }
@@ -64,6 +66,7 @@ impl Default for NodeMetrics {
             fct: Hist::new(FCT_BOUNDS),
             slowdown: Hist::new(SLOWDOWN_BOUNDS),
             base: FxHashMap::default(),
+            paths: FxHashMap::default(),
             completed: 0,
             resources: None,
         }
@@ -192,10 +195,13 @@ impl NodeMetrics {
             self.completed += 1;
             let fct_ns = done.saturating_sub(first);
             self.fct.observe(fct_ns as f64 * 1e-9);
+            let paths = &mut self.paths;
             let base = *self.base.entry((f.dst, f.size)).or_insert_with(|| {
-                let d = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|h| h.ip.0 == f.dst))?;
-                let path = fct::path(fabric, weft_wire::ids::NodeId(index as u32), weft_wire::ids::NodeId(d as u32))?;
-                Some(base_of(f.size, &path))
+                let path = paths.entry(f.dst).or_insert_with(|| {
+                    let d = fabric.nodes.iter().position(|x| x.as_host().is_some_and(|h| h.ip.0 == f.dst))?;
+                    fct::path(fabric, weft_wire::ids::NodeId(index as u32), weft_wire::ids::NodeId(d as u32))
+                });
+                Some(base_of(f.size, path.as_deref()?))
             });
             if let Some(b) = base.filter(|b| *b > 0) {
                 self.slowdown.observe(fct_ns as f64 / b as f64);
