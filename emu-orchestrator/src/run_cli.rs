@@ -501,9 +501,10 @@ fn write_metrics(m: &EngineMetrics, out: &MetricsOut, quiet: bool) -> Result<()>
 fn write_outputs(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, PathBuf, usize)> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create output directory {}", out.display()))?;
     let path = out.join("summary.json");
-    std::fs::write(&path, outcome.summary.to_json() + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    let create = |p: &Path| std::fs::File::create(p).map(std::io::BufWriter::new);
+    create(&path).and_then(|f| outcome.summary.write_json(f)).with_context(|| format!("cannot write {}", path.display()))?;
     let csv = out.join("flows.csv");
-    std::fs::write(&csv, outcome.summary.flows_csv()).with_context(|| format!("cannot write {}", csv.display()))?;
+    create(&csv).and_then(|f| outcome.summary.write_flows_csv(f)).with_context(|| format!("cannot write {}", csv.display()))?;
     if let Some(f) = &outcome.faithfulness {
         let p = out.join("faithfulness.json");
         std::fs::write(&p, serde_json::to_string_pretty(f)? + "\n").with_context(|| format!("cannot write {}", p.display()))?;

@@ -44,6 +44,27 @@ pub enum Node {
 }
 
 impl Node {
+    /// Flows a host node sends (0 for a switch).
+    pub fn flow_count(&self) -> usize {
+        match self {
+            Node::UdpHost(h) => h.tx_flows().len(),
+            Node::TcpHost(h) => h.senders().len(),
+            Node::RoceHost(h) => h.send_qps().len(),
+            Node::Switch(_) => 0,
+        }
+    }
+
+    /// Room for `n` more flows of a host node, allocated exactly (call it
+    /// before adding a known number of flows).
+    pub fn reserve_flows(&mut self, n: usize) {
+        match self {
+            Node::UdpHost(h) => h.reserve_flows(n),
+            Node::TcpHost(h) => h.reserve_flows(n),
+            Node::RoceHost(h) => h.reserve_flows(n),
+            Node::Switch(_) => {}
+        }
+    }
+
     /// Gives a flow to a host node in the form its transport runs (UDP
     /// hosts take `udp`, RoCE and TCP hosts `sized`); a switch ignores it.
     pub fn add_flow(&mut self, udp: &UdpFlow, sized: &SizedFlow) {

@@ -193,13 +193,14 @@ impl Matrix {
                     _ => {}
                 }
                 let dir = self.out.join(tname).join(format!("{}-load{}", c.scheme, c.load));
-                let write = |name: &str, text: String| {
+                let stream = |name: &str, put: &dyn Fn(std::io::BufWriter<std::fs::File>) -> std::io::Result<()>| {
                     std::fs::create_dir_all(&dir)
-                        .and_then(|()| std::fs::write(dir.join(name), text))
+                        .and_then(|()| std::fs::File::create(dir.join(name)))
+                        .and_then(|f| put(std::io::BufWriter::new(f)))
                         .map_err(|e| CompareError::Write(dir.join(name).display().to_string(), e))
                 };
-                write("summary.json", o.summary.to_json() + "\n")?;
-                write("flows.csv", o.summary.flows_csv())?;
+                stream("summary.json", &|f| o.summary.write_json(f))?;
+                stream("flows.csv", &|f| o.summary.write_flows_csv(f))?;
                 runs.push(CompareRun::of(tname, &c.scheme, c.load, o));
             }
             done(&t);

@@ -598,6 +598,11 @@ impl Prepared {
         }
         let nodes = build_nodes(&self.fabric, &cfg).map_err(EngineError::from)?;
         let mut engine = Engine::with_threads(&self.fabric, nodes, threads)?;
+        for (src, n) in self.flows_per_source() {
+            if let Some(node) = engine.node_mut(src) {
+                node.reserve_flows(n);
+            }
+        }
         for (src, flow, sized) in &self.flows {
             if let Some(n) = engine.node_mut(*src) {
                 n.add_flow(flow, sized);
@@ -607,9 +612,25 @@ impl Prepared {
         Ok(engine)
     }
 
+    /// How many flows each source host sends.
+    fn flows_per_source(&self) -> Vec<(NodeId, usize)> {
+        let mut n = vec![0usize; self.fabric.nodes.len()];
+        for (src, _, _) in &self.flows {
+            if let Some(c) = n.get_mut(src.index()) {
+                *c += 1;
+            }
+        }
+        n.into_iter().enumerate().filter(|(_, c)| *c > 0).map(|(i, c)| (NodeId(i as u32), c)).collect()
+    }
+
     /// The nodes with every flow added, for a real-time driver (no engine).
     pub fn nodes(&self) -> Result<Vec<Node>, RunError> {
         let mut nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
+        for (src, n) in self.flows_per_source() {
+            if let Some(node) = nodes.get_mut(src.index()) {
+                node.reserve_flows(n);
+            }
+        }
         for (src, flow, sized) in &self.flows {
             if let Some(n) = nodes.get_mut(src.index()) {
                 n.add_flow(flow, sized);
@@ -795,7 +816,9 @@ pub fn run_with_metrics(
     let mut watchdog = opts.stall_timeout.span(&prepared.node_config.transport).map(|s| ProgressWatchdog::new(s, &prepared.fabric));
     let mut next_check = watchdog.as_ref().map_or(Nanos::MAX, ProgressWatchdog::check_every);
     let mut stalled = None;
-    let Prepared { scheme, traffic, time_origin, .. } = prepared;
+    let Prepared { scheme, traffic, time_origin, flows, .. } = prepared;
+    // The hosts hold their flows now: the plan's copy is not needed again.
+    drop(flows);
     let start = Instant::now();
     // Advance in sampling steps: uplink counters are read every 100 us of
     // simulated time (ConWeave Fig. 14), progress is reported in between.

@@ -472,6 +472,13 @@ impl RoceHost {
         &self.cfg
     }
 
+    /// Room for `n` more flows, allocated exactly (a run that knows its
+    /// flows up front spares the growth of the QP list).
+    pub fn reserve_flows(&mut self, n: usize) {
+        self.send.reserve_exact(n);
+        self.unfinished.reserve_exact(n);
+    }
+
     /// Adds a message to send.
     pub fn add_flow(&mut self, flow: SizedFlow) {
         let p = self.cfg.payload.max(1) as u64;

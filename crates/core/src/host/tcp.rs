@@ -232,6 +232,11 @@ impl TcpHost {
         10_000u16.wrapping_add(id.0 as u16)
     }
 
+    /// Room for `n` more flows, allocated exactly.
+    pub fn reserve_flows(&mut self, n: usize) {
+        self.send.reserve_exact(n);
+    }
+
     /// Adds a flow to send.
     pub fn add_flow(&mut self, flow: SizedFlow) {
         let mss = self.cfg.mss as f64;

@@ -171,6 +171,11 @@ impl UdpHost {
         &self.rx
     }
 
+    /// Room for `n` more flows, allocated exactly.
+    pub fn reserve_flows(&mut self, n: usize) {
+        self.flows.reserve_exact(n);
+    }
+
     /// Adds a flow to send. Call before the run or at any time ≤ its start.
     pub fn add_flow(&mut self, flow: UdpFlow) {
         let i = self.flows.len() as u32;
