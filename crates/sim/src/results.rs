@@ -52,6 +52,7 @@
 use crate::engine::{Engine, EngineTotals};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use weft_core::fabric::FabricSpec;
 use weft_core::fct::{self, Paths};
 use weft_core::host::roce::RecvQp;
@@ -91,9 +92,9 @@ pub struct FlowResult {
     /// Flow id.
     pub id: u32,
     /// Source host.
-    pub src: String,
+    pub src: Arc<str>,
     /// Destination host.
-    pub dst: String,
+    pub dst: Arc<str>,
     /// Payload bytes sent.
     pub bytes_sent: u64,
     /// Payload bytes delivered.
@@ -680,14 +681,15 @@ impl SlowdownReport {
 /// of the frames `frames()` yields, sent from host node `src` to it.
 pub(crate) fn dst_and_ideals<I: Iterator<Item = usize>>(
     paths: &mut Paths<'_>,
+    names: &[Arc<str>],
     src: usize,
     dst: weft_wire::Ipv4Address,
     frames: Option<impl Fn() -> I>,
-) -> (String, Option<Nanos>, Option<Nanos>) {
+) -> (Arc<str>, Option<Nanos>, Option<Nanos>) {
     let Some(d) = paths.host(dst) else {
-        return (dst.to_string(), None, None);
+        return (dst.to_string().into(), None, None);
     };
-    let name = paths.fabric().nodes[d.index()].name.clone();
+    let name = names.get(d.index()).cloned().unwrap_or_else(|| paths.fabric().nodes[d.index()].name.as_str().into());
     let path = frames.and_then(|f| Some((f, paths.get(weft_wire::ids::NodeId(src as u32), d)?)));
     let (base, ideal) = path.map_or((None, None), |(f, p)| (Some(fct::base_fct(f(), p)), Some(fct::ns3_ideal_fct(f(), p))));
     (name, base, ideal)
@@ -725,14 +727,18 @@ fn slowdown(fct: Option<Nanos>, base: Option<Nanos>) -> Option<f64> {
 /// flow id; RoCE: the receiving QP, flow id + 1; TCP: source address,
 /// source port, destination address).
 struct Receivers<'a> {
+    /// Every node's name, shared by the flows' results (one allocation per
+    /// node, not two per flow).
+    names: Vec<Arc<str>>,
     udp: BTreeMap<u32, FlowStats>,
     roce: BTreeMap<u32, &'a RecvQp>,
     tcp: BTreeMap<(u32, u16, u32), &'a TcpReceiver>,
 }
 
 impl<'a> Receivers<'a> {
-    fn of(nodes: &'a [Node]) -> Self {
-        let mut r = Receivers { udp: BTreeMap::new(), roce: BTreeMap::new(), tcp: BTreeMap::new() };
+    fn of(fabric: &FabricSpec, nodes: &'a [Node]) -> Self {
+        let names = fabric.nodes.iter().map(|n| Arc::from(n.name.as_str())).collect();
+        let mut r = Receivers { names, udp: BTreeMap::new(), roce: BTreeMap::new(), tcp: BTreeMap::new() };
         for n in nodes {
             match n {
                 Node::UdpHost(h) => r.udp.extend(h.rx_flows().iter().map(|(id, s)| (*id, *s))),
@@ -754,7 +760,7 @@ fn udp_flows(paths: &mut Paths<'_>, i: usize, h: &UdpHost, receivers: &Receivers
             UdpMode::Rate { .. } => None,
         };
         let (dst, base, ideal) =
-            dst_and_ideals(paths, i, tx.flow.dst, size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
+            dst_and_ideals(paths, &receivers.names, i, tx.flow.dst, size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
         let done = size.is_some_and(|b| r.bytes >= b);
         let fct_ns = match (done, tx.first_sent, r.last_arrival) {
             (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),
@@ -763,7 +769,7 @@ fn udp_flows(paths: &mut Paths<'_>, i: usize, h: &UdpHost, receivers: &Receivers
         flows.push(
             FlowResult {
                 id: tx.flow.id.0,
-                src: h.name().to_string(),
+                src: receivers.names.get(i).cloned().unwrap_or_else(|| h.name().into()),
                 dst,
                 bytes_sent: tx.bytes_sent,
                 bytes_delivered: r.bytes,
@@ -794,14 +800,14 @@ fn tcp_flows(paths: &mut Paths<'_>, i: usize, h: &TcpHost, receivers: &Receivers
     for s in h.senders() {
         let key = (h.ip().0, TcpHost::port_of(s.flow.id), s.flow.dst.0);
         let r = receivers.tcp.get(&key).copied().unwrap_or(&none);
-        let (dst, base, ideal) = dst_and_ideals(paths, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
+        let (dst, base, ideal) = dst_and_ideals(paths, &receivers.names, i, s.flow.dst, Some(|| fct::tcp_frames(s.flow.size, mss)));
         let done = r.rcv_nxt >= s.flow.size;
         let fct_ns = if done { r.last_arrival.zip(s.first_sent).map(|(l, f)| l.saturating_sub(f)) } else { None };
         let sent = s.max_sent.div_ceil(mss as u64) + s.retransmits;
         flows.push(
             FlowResult {
                 id: s.flow.id.0,
-                src: h.name().to_string(),
+                src: receivers.names.get(i).cloned().unwrap_or_else(|| h.name().into()),
                 dst,
                 bytes_sent: s.flow.size,
                 bytes_delivered: r.rcv_nxt.min(s.flow.size),
@@ -833,13 +839,13 @@ fn roce_flows(paths: &mut Paths<'_>, i: usize, h: &RoceHost, receivers: &Receive
     let none = RecvQp::default();
     for qp in h.send_qps() {
         let r = receivers.roce.get(&(qp.flow.id.0 + 1)).copied().unwrap_or(&none);
-        let (dst, base, ideal) = dst_and_ideals(paths, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
+        let (dst, base, ideal) = dst_and_ideals(paths, &receivers.names, i, qp.flow.dst, Some(|| fct::roce_frames(qp.flow.size, payload)));
         let fct_ns = r.completed.zip(qp.first_sent).map(|(c, f)| c.saturating_sub(f));
         let sent = qp.snd_nxt as u64 + qp.retransmits;
         flows.push(
             FlowResult {
                 id: qp.flow.id.0,
-                src: h.name().to_string(),
+                src: receivers.names.get(i).cloned().unwrap_or_else(|| h.name().into()),
                 dst,
                 bytes_sent: qp.flow.size,
                 bytes_delivered: r.bytes,
@@ -885,7 +891,7 @@ impl Summary {
         warmup_ns: Nanos,
         definition: fct::SlowdownDefinition,
     ) -> Summary {
-        let receivers = Receivers::of(engine.nodes());
+        let receivers = Receivers::of(fabric, engine.nodes());
         let mut paths = Paths::new(fabric);
         let mut flows = Vec::with_capacity(engine.nodes().iter().map(Node::flow_count).sum());
         let mut switches = Vec::new();
