@@ -759,8 +759,13 @@ fn udp_flows(paths: &mut Paths<'_>, i: usize, h: &UdpHost, receivers: &Receivers
             UdpMode::Bytes(b) | UdpMode::Poisson { bytes: b, .. } => Some(b),
             UdpMode::Rate { .. } => None,
         };
-        let (dst, base, ideal) =
-            dst_and_ideals(paths, &receivers.names, i, tx.flow.dst, size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)));
+        let (dst, base, ideal) = dst_and_ideals(
+            paths,
+            &receivers.names,
+            i,
+            tx.flow.dst,
+            size.map(|b| move || fct::udp_frames(b, tx.flow.payload_len, PROBE_LEN as u16)),
+        );
         let done = size.is_some_and(|b| r.bytes >= b);
         let fct_ns = match (done, tx.first_sent, r.last_arrival) {
             (true, Some(f), Some(l)) => Some(l.saturating_sub(f)),

@@ -253,16 +253,25 @@ pub struct SendQp {
     #[serde(skip)]
     next_send: Nanos,
     #[serde(skip)]
-    retx: std::collections::BTreeSet<u32>,
-    #[serde(skip)]
-    sacked: Vec<bool>,
-    #[serde(skip)]
-    resent: std::collections::BTreeSet<u32>,
-    #[serde(skip)]
     last_progress: Nanos,
+    /// Loss-recovery state, made at the QP's first NAK or timeout and
+    /// dropped once every packet is acknowledged (most QPs never lose a
+    /// packet: a million QPs would otherwise carry 80 MB of empty sets).
+    #[serde(skip)]
+    loss: Option<Box<LossState>>,
+}
+
+/// What a QP keeps while it recovers from losses.
+#[derive(Debug, Clone, Default)]
+struct LossState {
+    /// PSNs to send again.
+    retx: std::collections::BTreeSet<u32>,
+    /// IRN: PSNs a NAK reported as received.
+    sacked: Vec<bool>,
+    /// PSNs sent again since the last timeout.
+    resent: std::collections::BTreeSet<u32>,
     /// IRN loss recovery ([`IrnResend::FromUnacked`]): the `snd_nxt` at
     /// which it began.
-    #[serde(skip)]
     recovery_until: Option<u32>,
 }
 
@@ -434,9 +443,19 @@ impl SendQp {
         &self.cc
     }
 
+    /// Whether a NAK reported PSN `p` as received.
+    fn sacked(&self, p: u32) -> bool {
+        self.loss.as_ref().is_some_and(|l| l.sacked.get(p as usize).copied().unwrap_or(false))
+    }
+
+    /// The first PSN waiting to be sent again.
+    fn next_retx(&self) -> Option<u32> {
+        self.loss.as_ref().and_then(|l| l.retx.first().copied())
+    }
+
     /// Moves `snd_nxt` past packets a NAK reported as received.
     fn skip_sacked(&mut self) {
-        while self.snd_nxt < self.packets && self.sacked.get(self.snd_nxt as usize).copied().unwrap_or(false) {
+        while self.snd_nxt < self.packets && self.sacked(self.snd_nxt) {
             self.snd_nxt += 1;
         }
     }
@@ -499,11 +518,8 @@ impl RoceHost {
             acked_at: None,
             cc,
             next_send: flow.start,
-            retx: Default::default(),
-            sacked: Vec::new(),
-            resent: Default::default(),
             last_progress: flow.start,
-            recovery_until: None,
+            loss: None,
         });
         let i = self.send.len() - 1;
         self.unfinished.push(i);
@@ -578,13 +594,15 @@ impl RoceHost {
                 }
                 if let Some(resend) = irn {
                     let sack = aeth.map_or(0, |a| a.msn);
-                    if qp.sacked.len() < qp.packets as usize {
-                        qp.sacked.resize(qp.packets as usize, false);
+                    let packets = qp.packets as usize;
+                    let l = qp.loss.get_or_insert_with(Default::default);
+                    if l.sacked.len() < packets {
+                        l.sacked.resize(packets, false);
                     }
                     // msn = the PSN that arrived (0 with none: the NAK then
                     // only reports the hole).
                     if sack > 0 {
-                        if let Some(s) = qp.sacked.get_mut(sack as usize) {
+                        if let Some(s) = l.sacked.get_mut(sack as usize) {
                             *s = true;
                         }
                     }
@@ -592,16 +610,16 @@ impl RoceHost {
                         // Selective repeat: resend the missing packet once (a
                         // lost retransmission is recovered by the timeout).
                         IrnResend::Selective => {
-                            if psn < qp.snd_nxt && !qp.resent.contains(&psn) {
-                                qp.retx.insert(psn);
+                            if psn < qp.snd_nxt && !l.resent.contains(&psn) {
+                                l.retx.insert(psn);
                             }
                         }
                         IrnResend::FromUnacked => {
-                            if qp.recovery_until.is_none() && qp.snd_una < qp.snd_nxt {
-                                let sacked = &qp.sacked;
+                            if l.recovery_until.is_none() && qp.snd_una < qp.snd_nxt {
+                                let sacked = &l.sacked;
                                 qp.retransmits +=
                                     (qp.snd_una..qp.snd_nxt).filter(|&p| !sacked.get(p as usize).copied().unwrap_or(false)).count() as u64;
-                                qp.recovery_until = Some(qp.snd_nxt);
+                                l.recovery_until = Some(qp.snd_nxt);
                                 qp.snd_nxt = qp.snd_una;
                             }
                             qp.skip_sacked();
@@ -618,19 +636,28 @@ impl RoceHost {
                     qp.last_progress = now;
                 }
                 // An ACK without a hole ends IRN loss recovery.
-                qp.recovery_until = None;
+                if let Some(l) = qp.loss.as_mut() {
+                    l.recovery_until = None;
+                }
             }
-        }
-        if qp.recovery_until.is_some_and(|r| qp.snd_una >= r) {
-            qp.recovery_until = None;
         }
         // Late ACKs of packets sent before a go-back may pass snd_nxt.
         qp.snd_nxt = qp.snd_nxt.max(qp.snd_una);
         let una = qp.snd_una;
-        qp.retx.retain(|&p| p >= una);
-        qp.resent.retain(|&p| p >= una);
-        if qp.snd_una >= qp.packets && qp.acked_at.is_none() {
-            qp.acked_at = Some(now);
+        if let Some(l) = qp.loss.as_mut() {
+            if l.recovery_until.is_some_and(|r| una >= r) {
+                l.recovery_until = None;
+            }
+            l.retx.retain(|&p| p >= una);
+            l.resent.retain(|&p| p >= una);
+        }
+        if qp.snd_una >= qp.packets {
+            if qp.acked_at.is_none() {
+                qp.acked_at = Some(now);
+            }
+            // Nothing is left to recover: the sets are empty (every PSN is
+            // below `una`), `sacked` is read only below `packets`.
+            qp.loss = None;
         }
     }
 
@@ -792,7 +819,7 @@ impl RoceHost {
         if self.nic.paused_until(qp.flow.dscp >> 3) > now {
             return None;
         }
-        if let Some(&p) = qp.retx.iter().next() {
+        if let Some(p) = qp.next_retx() {
             return Some((p, true));
         }
         if qp.snd_nxt >= qp.packets {
@@ -870,16 +897,17 @@ impl RoceHost {
                 if qp.snd_una < qp.snd_nxt {
                     let rto = if qp.snd_nxt - qp.snd_una <= 3 { rto_low } else { rto_high };
                     if now >= qp.last_progress + rto {
-                        let una = qp.snd_una;
-                        if qp.sacked.len() < qp.snd_nxt as usize {
-                            qp.sacked.resize(qp.snd_nxt as usize, false);
+                        let (una, nxt) = (qp.snd_una, qp.snd_nxt);
+                        let l = qp.loss.get_or_insert_with(Default::default);
+                        if l.sacked.len() < nxt as usize {
+                            l.sacked.resize(nxt as usize, false);
                         }
-                        for p in una..qp.snd_nxt {
-                            if !qp.sacked[p as usize] {
-                                qp.retx.insert(p);
+                        for p in una..nxt {
+                            if !l.sacked[p as usize] {
+                                l.retx.insert(p);
                             }
                         }
-                        qp.resent.clear();
+                        l.resent.clear();
                         qp.last_progress = now;
                     }
                 }
@@ -906,8 +934,10 @@ impl RoceHost {
                             let in_flight = self.in_flight_bytes(&self.send[i]);
                             let qp = &mut self.send[i];
                             if retx {
-                                qp.retx.remove(&psn);
-                                qp.resent.insert(psn);
+                                if let Some(l) = qp.loss.as_mut() {
+                                    l.retx.remove(&psn);
+                                    l.resent.insert(psn);
+                                }
                                 qp.retransmits += 1;
                             } else {
                                 qp.snd_nxt += 1;
@@ -959,7 +989,7 @@ impl RoceHost {
             if self.nic.paused_until(class) > t {
                 t = self.nic.paused_until(class);
             }
-            let has_work = !qp.retx.is_empty() || qp.snd_nxt < qp.packets;
+            let has_work = qp.next_retx().is_some() || qp.snd_nxt < qp.packets;
             if has_work && t > now {
                 consider(t);
             } else if has_work && !self.nic.is_busy(now) {
