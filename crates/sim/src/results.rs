@@ -736,6 +736,11 @@ struct Receivers<'a> {
 }
 
 impl<'a> Receivers<'a> {
+    /// The shared name of node `i`.
+    fn name(&self, i: usize) -> Arc<str> {
+        self.names.get(i).cloned().unwrap_or_else(|| Arc::from(""))
+    }
+
     fn of(fabric: &FabricSpec, nodes: &'a [Node]) -> Self {
         let names = fabric.nodes.iter().map(|n| Arc::from(n.name.as_str())).collect();
         let mut r = Receivers { names, udp: BTreeMap::new(), roce: BTreeMap::new(), tcp: BTreeMap::new() };
@@ -774,7 +779,7 @@ fn udp_flows(paths: &mut Paths<'_>, i: usize, h: &UdpHost, receivers: &Receivers
         flows.push(
             FlowResult {
                 id: tx.flow.id.0,
-                src: receivers.names.get(i).cloned().unwrap_or_else(|| h.name().into()),
+                src: receivers.name(i),
                 dst,
                 bytes_sent: tx.bytes_sent,
                 bytes_delivered: r.bytes,
@@ -812,7 +817,7 @@ fn tcp_flows(paths: &mut Paths<'_>, i: usize, h: &TcpHost, receivers: &Receivers
         flows.push(
             FlowResult {
                 id: s.flow.id.0,
-                src: receivers.names.get(i).cloned().unwrap_or_else(|| h.name().into()),
+                src: receivers.name(i),
                 dst,
                 bytes_sent: s.flow.size,
                 bytes_delivered: r.rcv_nxt.min(s.flow.size),
@@ -850,7 +855,7 @@ fn roce_flows(paths: &mut Paths<'_>, i: usize, h: &RoceHost, receivers: &Receive
         flows.push(
             FlowResult {
                 id: qp.flow.id.0,
-                src: receivers.names.get(i).cloned().unwrap_or_else(|| h.name().into()),
+                src: receivers.name(i),
                 dst,
                 bytes_sent: qp.flow.size,
                 bytes_delivered: r.bytes,

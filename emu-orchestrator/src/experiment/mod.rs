@@ -596,13 +596,9 @@ impl Prepared {
         if let HostTransport::Roce(rc) = &mut cfg.transport {
             rc.icrc = false;
         }
-        let nodes = build_nodes(&self.fabric, &cfg).map_err(EngineError::from)?;
+        let mut nodes = build_nodes(&self.fabric, &cfg).map_err(EngineError::from)?;
+        self.reserve_flows(&mut nodes);
         let mut engine = Engine::with_threads(&self.fabric, nodes, threads)?;
-        for (src, n) in self.flows_per_source() {
-            if let Some(node) = engine.node_mut(src) {
-                node.reserve_flows(n);
-            }
-        }
         for (src, flow, sized) in &self.flows {
             if let Some(n) = engine.node_mut(*src) {
                 n.add_flow(flow, sized);
@@ -612,25 +608,24 @@ impl Prepared {
         Ok(engine)
     }
 
-    /// How many flows each source host sends.
-    fn flows_per_source(&self) -> Vec<(NodeId, usize)> {
-        let mut n = vec![0usize; self.fabric.nodes.len()];
+    /// Gives each source host (index = node id) room for exactly the
+    /// flows it will send.
+    fn reserve_flows(&self, nodes: &mut [Node]) {
+        let mut count = vec![0usize; nodes.len()];
         for (src, _, _) in &self.flows {
-            if let Some(c) = n.get_mut(src.index()) {
+            if let Some(c) = count.get_mut(src.index()) {
                 *c += 1;
             }
         }
-        n.into_iter().enumerate().filter(|(_, c)| *c > 0).map(|(i, c)| (NodeId(i as u32), c)).collect()
+        for (node, n) in nodes.iter_mut().zip(count) {
+            node.reserve_flows(n);
+        }
     }
 
     /// The nodes with every flow added, for a real-time driver (no engine).
     pub fn nodes(&self) -> Result<Vec<Node>, RunError> {
         let mut nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
-        for (src, n) in self.flows_per_source() {
-            if let Some(node) = nodes.get_mut(src.index()) {
-                node.reserve_flows(n);
-            }
-        }
+        self.reserve_flows(&mut nodes);
         for (src, flow, sized) in &self.flows {
             if let Some(n) = nodes.get_mut(src.index()) {
                 n.add_flow(flow, sized);
