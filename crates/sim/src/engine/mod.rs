@@ -36,6 +36,9 @@
 //! sent it. The partitions are built at construction
 //! ([`Engine::with_threads`]); the nodes are lent to them for each
 //! [`Engine::run_until`] and come back after, so callers see one fabric.
+//! The calling thread runs the first partition and the engine's worker
+//! threads (`workers`, kept from call to call) the others; a panic in any
+//! partition poisons the round barrier and reaches the caller.
 //!
 //! Determinism: no wall clock and no global RNG are read; node RNGs are
 //! seeded from the run seed and node id. Each node sees its events in
@@ -47,8 +50,8 @@
 use bytes::BytesMut;
 use event_queue::{Event, EventQueue};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent, NodeAction, NodeEvent};
 use weft_core::link_loss::LinkLoss;
 use weft_core::node::{build_nodes, Node, NodeConfig, NodeError};
@@ -58,6 +61,7 @@ use weft_wire::time::{BitRate, Nanos};
 
 pub mod event_queue;
 pub mod partition;
+mod workers;
 
 /// An [`Event`]'s `tag` packs what happens (high 24 bits: `link event`,
 /// `channel_base + channel`, or `timer_base + node`) and a generation (low
@@ -442,22 +446,28 @@ struct RoundBarrier {
     waiting: AtomicUsize,
     round: AtomicUsize,
     threads: usize,
+    /// A partition's thread panicked: no one waits for it any more.
+    poisoned: AtomicBool,
 }
 
 impl RoundBarrier {
     fn new(threads: usize) -> Self {
-        RoundBarrier { waiting: AtomicUsize::new(0), round: AtomicUsize::new(0), threads }
+        RoundBarrier { waiting: AtomicUsize::new(0), round: AtomicUsize::new(0), threads, poisoned: AtomicBool::new(false) }
     }
 
-    fn wait(&self) {
+    /// Waits for every partition; `false` if the barrier is poisoned.
+    fn wait(&self) -> bool {
         let round = self.round.load(Ordering::Acquire);
         if self.waiting.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
             self.waiting.store(0, Ordering::Relaxed);
             self.round.store(round.wrapping_add(1), Ordering::Release);
-            return;
+            return !self.poisoned.load(Ordering::Acquire);
         }
         let mut spins = 0u32;
         while self.round.load(Ordering::Acquire) == round {
+            if self.poisoned.load(Ordering::Relaxed) {
+                return false;
+            }
             if spins < 2_000 {
                 spins += 1;
                 std::hint::spin_loop();
@@ -465,6 +475,12 @@ impl RoundBarrier {
                 std::thread::yield_now();
             }
         }
+        !self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Releases every waiting partition for good (a thread panicked).
+    fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
     }
 }
 
@@ -488,8 +504,11 @@ struct Rounds {
 pub struct Engine {
     nodes: Vec<Node>,
     parts: Vec<Part>,
-    layout: Layout,
+    layout: Arc<Layout>,
     lookahead: Nanos,
+    /// The threads of the partitions after the first, from the first
+    /// parallel call on.
+    workers: Option<workers::Workers>,
 }
 
 impl Engine {
@@ -609,7 +628,7 @@ impl Engine {
                 totals: EngineTotals::default(),
             })
             .collect();
-        let mut e = Engine { nodes, parts, layout, lookahead: plan.lookahead };
+        let mut e = Engine { nodes, parts, layout: Arc::new(layout), lookahead: plan.lookahead, workers: None };
         for (i, ev) in fabric.schedule.iter().enumerate() {
             let ev = Event { at: ev.at, tag: (link_base + i as u64) << GEN_BITS };
             let mut parts_of_ends: Vec<u32> = e.layout.ends[fabric.schedule[i].link.index()]
@@ -724,30 +743,33 @@ impl Engine {
         n
     }
 
-    /// [`Engine::run_until`] on one thread per partition, round by round.
+    /// [`Engine::run_until`] on one thread per partition, round by round:
+    /// the first partition on the calling thread, the others on the
+    /// engine's worker threads (started on the first call).
     fn run_rounds(&mut self, until: Nanos, budget: u64) -> u64 {
         let parts_n = self.parts.len();
         let slots = || (0..parts_n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
-        let shared = Rounds {
+        let shared = Arc::new(Rounds {
             barrier: RoundBarrier::new(parts_n),
             next: [slots(), slots()],
             events: [slots(), slots()],
             mail: (0..parts_n * parts_n).map(|_| Mutex::new(Vec::new())).collect(),
-        };
+        });
+        if self.workers.as_ref().is_none_or(|w| w.len() + 1 != parts_n) {
+            // A thread that cannot be started leaves nothing to run on.
+            self.workers = Some(workers::Workers::spawn(parts_n - 1).unwrap_or_else(|e| panic!("cannot start the partition threads: {e}")));
+        }
+        let Some(pool) = self.workers.as_ref() else { return 0 };
+        let mut parts = std::mem::take(&mut self.parts).into_iter();
+        let Some(mut first) = parts.next() else { return 0 };
         let (layout, lookahead) = (&self.layout, self.lookahead);
-        std::thread::scope(|scope| {
-            let mut parts = self.parts.iter_mut();
-            let first = parts.next();
-            let others: Vec<_> = parts
-                .map(|part| {
-                    let shared = &shared;
-                    scope.spawn(move || run_part(part, layout, shared, lookahead, until, budget))
-                })
-                .collect();
-            let mine = first.map_or(0, |part| run_part(part, layout, &shared, lookahead, until, budget));
-            // A partition thread that panicked has panicked the scope already.
-            mine + others.into_iter().map(|h| h.join().unwrap_or(0)).sum::<u64>()
-        })
+        let jobs = parts
+            .map(|part| workers::Job { part, layout: Arc::clone(layout), shared: Arc::clone(&shared), lookahead, until, budget })
+            .collect();
+        let (others, events) = pool.run(jobs, || run_part(&mut first, layout, &shared, lookahead, until, budget), &shared);
+        self.parts.push(first);
+        self.parts.extend(others);
+        events
     }
 }
 
@@ -770,7 +792,9 @@ fn run_part(part: &mut Part, l: &Layout, shared: &Rounds, lookahead: Nanos, unti
     shared.next[0][me].store(part.next_time().unwrap_or(u64::MAX), Ordering::Release);
     shared.events[0][me].store(0, Ordering::Release);
     loop {
-        shared.barrier.wait();
+        if !shared.barrier.wait() {
+            break;
+        }
         let slot = round % 2;
         let start = shared.next[slot].iter().map(|n| n.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
         let events: u64 = shared.events[slot].iter().map(|n| n.load(Ordering::Acquire)).sum();
