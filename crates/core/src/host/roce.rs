@@ -108,6 +108,17 @@ pub enum Recovery {
     },
 }
 
+impl Recovery {
+    /// The shortest retransmission timeout a QP can have (`gbn` for
+    /// Go-Back-N, the lower of IRN's two).
+    fn min_rto(&self, gbn: Nanos) -> Nanos {
+        match *self {
+            Recovery::GoBackN => gbn,
+            Recovery::Irn { rto_low, rto_high, .. } => rto_low.min(rto_high),
+        }
+    }
+}
+
 /// What an IRN sender resends when a NAK reports a hole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -433,6 +444,12 @@ pub struct RoceHost {
     rr: usize,
     recv: FxHashMap<u32, RecvQp>,
     timer: Option<Nanos>,
+    /// No started QP with packets in flight times out before this: at most
+    /// the smallest `last_progress + RTO` among them (the lower of IRN's
+    /// two RTOs), so a wake-up before it skips the timeout scan.
+    rto_floor: Nanos,
+    /// A QP may have finished since `started` was last pruned.
+    maybe_done: bool,
 }
 
 super::host_common!(RoceHost);
@@ -476,6 +493,8 @@ impl RoceHost {
             rr: 0,
             recv: FxHashMap::default(),
             timer: None,
+            rto_floor: Nanos::MAX,
+            maybe_done: false,
         })
     }
     /// Sending QPs.
@@ -643,6 +662,7 @@ impl RoceHost {
         }
         // Late ACKs of packets sent before a go-back may pass snd_nxt.
         qp.snd_nxt = qp.snd_nxt.max(qp.snd_una);
+        self.maybe_done |= qp.snd_una >= qp.packets;
         let una = qp.snd_una;
         if let Some(l) = qp.loss.as_mut() {
             if l.recovery_until.is_some_and(|r| una >= r) {
@@ -847,7 +867,12 @@ impl RoceHost {
                 heap.pop();
                 let at = self.started.partition_point(|&j| j < i);
                 self.started.insert(at, i);
+                // (A flow with no packets is done from its start.)
+                self.maybe_done = true;
             }
+        }
+        if !std::mem::take(&mut self.maybe_done) {
+            return;
         }
         let send = &self.send;
         let unfinished = &mut self.unfinished;
@@ -879,8 +904,9 @@ impl RoceHost {
     fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
         self.update_started(now);
         // Go-Back-N timeout.
-        if self.cfg.recovery == Recovery::GoBackN {
+        if self.cfg.recovery == Recovery::GoBackN && now >= self.rto_floor {
             let rto = self.cfg.gbn_timeout;
+            let mut floor = Nanos::MAX;
             for &i in &self.started {
                 let qp = &mut self.send[i];
                 if qp.snd_una < qp.snd_nxt && now >= qp.last_progress + rto {
@@ -888,29 +914,38 @@ impl RoceHost {
                     qp.snd_nxt = qp.snd_una;
                     qp.last_progress = now;
                 }
+                if qp.snd_una < qp.snd_nxt {
+                    floor = floor.min(qp.last_progress + rto);
+                }
             }
+            self.rto_floor = floor;
         }
         // IRN retransmission timeouts.
         if let Recovery::Irn { rto_low, rto_high, .. } = self.cfg.recovery {
-            for &i in &self.started {
-                let qp = &mut self.send[i];
-                if qp.snd_una < qp.snd_nxt {
-                    let rto = if qp.snd_nxt - qp.snd_una <= 3 { rto_low } else { rto_high };
-                    if now >= qp.last_progress + rto {
-                        let (una, nxt) = (qp.snd_una, qp.snd_nxt);
-                        let l = qp.loss.get_or_insert_with(Default::default);
-                        if l.sacked.len() < nxt as usize {
-                            l.sacked.resize(nxt as usize, false);
-                        }
-                        for p in una..nxt {
-                            if !l.sacked[p as usize] {
-                                l.retx.insert(p);
+            if now >= self.rto_floor {
+                let mut floor = Nanos::MAX;
+                for &i in &self.started {
+                    let qp = &mut self.send[i];
+                    if qp.snd_una < qp.snd_nxt {
+                        let rto = if qp.snd_nxt - qp.snd_una <= 3 { rto_low } else { rto_high };
+                        if now >= qp.last_progress + rto {
+                            let (una, nxt) = (qp.snd_una, qp.snd_nxt);
+                            let l = qp.loss.get_or_insert_with(Default::default);
+                            if l.sacked.len() < nxt as usize {
+                                l.sacked.resize(nxt as usize, false);
                             }
+                            for p in una..nxt {
+                                if !l.sacked[p as usize] {
+                                    l.retx.insert(p);
+                                }
+                            }
+                            l.resent.clear();
+                            qp.last_progress = now;
                         }
-                        l.resent.clear();
-                        qp.last_progress = now;
+                        floor = floor.min(qp.last_progress + rto_low.min(rto_high));
                     }
                 }
+                self.rto_floor = floor;
             }
         }
         if !self.nic.send_control(now, out) && !self.nic.is_busy(now) {
@@ -946,6 +981,9 @@ impl RoceHost {
                             qp.first_sent.get_or_insert(now);
                             if qp.snd_una == qp.snd_nxt.saturating_sub(1) && !retx {
                                 qp.last_progress = now;
+                            }
+                            if qp.snd_una < qp.snd_nxt {
+                                self.rto_floor = self.rto_floor.min(qp.last_progress + self.cfg.recovery.min_rto(self.cfg.gbn_timeout));
                             }
                             qp.max_in_flight = qp.max_in_flight.max(in_flight + if retx { 0 } else { len as u64 });
                             qp.next_send = now + BitRate(qp.rate.max(1.0) as u64).serialization_ns(len);
