@@ -205,23 +205,20 @@ impl Workers {
         }
         let mut parts = Vec::with_capacity(started);
         let mut events = 0;
-        let mut panic = mine.as_ref().err().is_some();
-        let mut payload = None;
+        let mut worker_panic = None;
         for w in self.0.iter().take(started) {
             let (part, r) = w.finish();
             parts.push(part);
             match r {
                 Ok(n) => events += n,
                 Err(p) => {
-                    panic = true;
-                    payload.get_or_insert(p);
+                    worker_panic.get_or_insert(p);
                 }
             }
         }
-        match mine {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(n) if !panic => (parts, events + n),
-            Ok(_) => std::panic::resume_unwind(payload.unwrap_or_else(|| Box::new("a partition thread panicked"))),
+        match (mine, worker_panic) {
+            (Err(p), _) | (Ok(_), Some(p)) => std::panic::resume_unwind(p),
+            (Ok(n), None) => (parts, events + n),
         }
     }
 }
