@@ -903,30 +903,27 @@ impl RoceHost {
 
     fn pump(&mut self, now: Nanos, out: &mut Vec<Transmit>) {
         self.update_started(now);
-        // Go-Back-N timeout.
-        if self.cfg.recovery == Recovery::GoBackN && now >= self.rto_floor {
-            let rto = self.cfg.gbn_timeout;
+        // Retransmission timeouts (none can be due before `rto_floor`).
+        if now >= self.rto_floor {
+            let (recovery, gbn_rto) = (self.cfg.recovery, self.cfg.gbn_timeout);
+            let min_rto = recovery.min_rto(gbn_rto);
             let mut floor = Nanos::MAX;
             for &i in &self.started {
                 let qp = &mut self.send[i];
-                if qp.snd_una < qp.snd_nxt && now >= qp.last_progress + rto {
-                    qp.retransmits += (qp.snd_nxt - qp.snd_una) as u64;
-                    qp.snd_nxt = qp.snd_una;
-                    qp.last_progress = now;
+                if qp.snd_una >= qp.snd_nxt {
+                    continue;
                 }
-                if qp.snd_una < qp.snd_nxt {
-                    floor = floor.min(qp.last_progress + rto);
-                }
-            }
-            self.rto_floor = floor;
-        }
-        // IRN retransmission timeouts.
-        if let Recovery::Irn { rto_low, rto_high, .. } = self.cfg.recovery {
-            if now >= self.rto_floor {
-                let mut floor = Nanos::MAX;
-                for &i in &self.started {
-                    let qp = &mut self.send[i];
-                    if qp.snd_una < qp.snd_nxt {
+                match recovery {
+                    // Go-Back-N: everything unacknowledged again.
+                    Recovery::GoBackN => {
+                        if now >= qp.last_progress + gbn_rto {
+                            qp.retransmits += (qp.snd_nxt - qp.snd_una) as u64;
+                            qp.snd_nxt = qp.snd_una;
+                            qp.last_progress = now;
+                        }
+                    }
+                    // IRN: the packets no NAK reported as received.
+                    Recovery::Irn { rto_low, rto_high, .. } => {
                         let rto = if qp.snd_nxt - qp.snd_una <= 3 { rto_low } else { rto_high };
                         if now >= qp.last_progress + rto {
                             let (una, nxt) = (qp.snd_una, qp.snd_nxt);
@@ -942,11 +939,13 @@ impl RoceHost {
                             l.resent.clear();
                             qp.last_progress = now;
                         }
-                        floor = floor.min(qp.last_progress + rto_low.min(rto_high));
                     }
                 }
-                self.rto_floor = floor;
+                if qp.snd_una < qp.snd_nxt {
+                    floor = floor.min(qp.last_progress + min_rto);
+                }
             }
+            self.rto_floor = floor;
         }
         if !self.nic.send_control(now, out) && !self.nic.is_busy(now) {
             let line = self.nic.rate().bps() as f64;
