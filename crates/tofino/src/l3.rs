@@ -4,10 +4,17 @@
 //! with; the data is the route's action data, which the program defines
 //! through `Program::route_data`).
 //!
+//! Layout: the table is one open-addressed array of 32-byte slots keyed by
+//! (masked prefix, prefix length), each holding its route's equal-cost
+//! ports inline (up to [`INLINE_PORTS`]; larger groups sit in a side list)
+//! and its program data, so a probe that hits touches one cache line and
+//! the ports come with it. The prefix lengths present are kept inline in
+//! the table, longest first.
+//!
 //! Invariant: prefix lengths are probed longest first; a lookup costs one
-//! hash probe per distinct prefix length present (two in Clos fabrics).
+//! probe per distinct prefix length present (two in Clos fabrics); the
+//! array is at most half full, so a probe ends at an empty slot.
 
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use weft_wire::ids::PortId;
 use weft_wire::Ipv4Address;
@@ -29,19 +36,49 @@ pub struct Route {
     pub dst_leaf: Option<u16>,
 }
 
-/// Index of an equal-cost group.
+/// Handle of a route's equal-cost group in the table that gave it
+/// ([`RouteTable::lookup_group`], [`RouteTable::group`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupId(pub u16);
+pub struct GroupId(pub u32);
 
-/// One prefix length's entries: masked prefix → (group, program data).
-type PrefixMap = FxHashMap<u32, (GroupId, Option<u32>)>;
+/// Equal-cost ports a slot holds inline.
+pub const INLINE_PORTS: usize = 10;
+
+/// `Slot::len` of an empty slot (prefix lengths are 0..=32).
+const EMPTY: u8 = u8::MAX;
+/// `Slot::ports_n` of a group in the side list (`ports[0]` is its index).
+const WIDE: u8 = u8::MAX;
+
+/// One route: 32 bytes, so a slot never straddles a cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    key: u32,
+    len: u8,
+    ports_n: u8,
+    has_data: bool,
+    data: u32,
+    ports: [PortId; INLINE_PORTS],
+}
+
+const EMPTY_SLOT: Slot = Slot { key: 0, len: EMPTY, ports_n: 0, has_data: false, data: 0, ports: [PortId(0); INLINE_PORTS] };
 
 /// LPM table with equal-cost groups.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RouteTable {
-    by_len: Vec<(u8, PrefixMap)>,
-    groups: Vec<Vec<PortId>>,
+    slots: Vec<Slot>,
+    /// Prefix lengths present, longest first (`lens[..lens_n]`).
+    lens: [u8; 33],
+    lens_n: u8,
+    /// Groups of more than [`INLINE_PORTS`] ports.
+    wide: Vec<Vec<PortId>>,
     entries: usize,
+}
+
+impl Default for RouteTable {
+    fn default() -> Self {
+        RouteTable { slots: Vec::new(), lens: [0; 33], lens_n: 0, wide: Vec::new(), entries: 0 }
+    }
 }
 
 fn mask(len: u8) -> u32 {
@@ -52,34 +89,90 @@ fn mask(len: u8) -> u32 {
     }
 }
 
+/// The first slot to probe for (masked prefix, length) in a table of
+/// `slots_mask + 1` slots.
+#[inline(always)]
+fn home(key: u32, len: u8, slots_mask: usize) -> usize {
+    let h = ((key as u64) | (len as u64) << 32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 32) as usize & slots_mask
+}
+
 impl RouteTable {
-    /// Builds the table from routes (identical port sets share a group),
-    /// with no program data.
+    /// Builds the table from routes, with no program data.
     pub fn new(routes: &[Route]) -> Self {
         Self::with_data(routes, |_| None)
     }
 
-    /// Builds the table from routes, each with the data `data` gives it.
+    /// Builds the table from routes, each with the data `data` gives it (a
+    /// later route for the same prefix replaces an earlier one).
     pub fn with_data(routes: &[Route], data: impl Fn(&Route) -> Option<u32>) -> Self {
         let mut t = RouteTable::default();
-        let mut group_ids: FxHashMap<Vec<PortId>, GroupId> = FxHashMap::default();
+        let size = (routes.len() * 2).next_power_of_two().max(4);
+        t.slots = vec![EMPTY_SLOT; size];
+        let slots_mask = size - 1;
         for r in routes {
-            let g = *group_ids.entry(r.ports.clone()).or_insert_with(|| {
-                t.groups.push(r.ports.clone());
-                GroupId((t.groups.len() - 1) as u16)
-            });
-            let slot = match t.by_len.iter().position(|(l, _)| *l == r.len) {
-                Some(i) => i,
-                None => {
-                    t.by_len.push((r.len, FxHashMap::default()));
-                    t.by_len.len() - 1
-                }
-            };
-            t.by_len[slot].1.insert(r.prefix.0 & mask(r.len), (g, data(r)));
+            let len = r.len.min(32);
+            let key = r.prefix.0 & mask(len);
+            let d = data(r);
+            let mut slot = Slot { key, len, ports_n: 0, has_data: d.is_some(), data: d.unwrap_or(0), ports: [PortId(0); INLINE_PORTS] };
+            if r.ports.len() <= INLINE_PORTS {
+                slot.ports_n = r.ports.len() as u8;
+                slot.ports[..r.ports.len()].copy_from_slice(&r.ports);
+            } else {
+                slot.ports_n = WIDE;
+                slot.ports[0] = PortId(t.wide.len() as u16);
+                t.wide.push(r.ports.clone());
+            }
+            let mut i = home(key, len, slots_mask);
+            while t.slots[i].len != EMPTY && (t.slots[i].key, t.slots[i].len) != (key, len) {
+                i = (i + 1) & slots_mask;
+            }
+            t.slots[i] = slot;
+            if !t.lens[..t.lens_n as usize].contains(&len) {
+                t.lens[t.lens_n as usize] = len;
+                t.lens_n += 1;
+            }
             t.entries += 1;
         }
-        t.by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
+        t.lens[..t.lens_n as usize].sort_by_key(|&l| std::cmp::Reverse(l));
         t
+    }
+
+    /// The slot of `dst`'s longest-prefix route.
+    #[inline]
+    fn find(&self, dst: Ipv4Address) -> Option<usize> {
+        let slots_mask = self.slots.len().wrapping_sub(1);
+        for &len in &self.lens[..self.lens_n as usize] {
+            let key = dst.0 & mask(len);
+            let mut i = home(key, len, slots_mask);
+            loop {
+                let s = &self.slots[i];
+                if s.len == len && s.key == key {
+                    return Some(i);
+                }
+                if s.len == EMPTY {
+                    break;
+                }
+                i = (i + 1) & slots_mask;
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn slot_data(s: &Slot) -> Option<u32> {
+        s.has_data.then_some(s.data)
+    }
+
+    /// The ports of the route in slot `i`.
+    #[inline]
+    fn ports(&self, i: usize) -> &[PortId] {
+        let Some(s) = self.slots.get(i) else { return &[] };
+        if s.ports_n == WIDE {
+            self.wide.get(s.ports[0].0 as usize).map_or(&[], Vec::as_slice)
+        } else {
+            &s.ports[..s.ports_n as usize]
+        }
     }
 
     /// The group for `dst`, longest prefix first.
@@ -92,29 +185,21 @@ impl RouteTable {
     /// (see [`RouteTable::group`]).
     #[inline]
     pub fn lookup_group(&self, dst: Ipv4Address) -> Option<(GroupId, Option<u32>)> {
-        for (len, m) in &self.by_len {
-            if let Some(r) = m.get(&(dst.0 & mask(*len))) {
-                return Some(*r);
-            }
-        }
-        None
+        let i = self.find(dst)?;
+        Some((GroupId(i as u32), Self::slot_data(&self.slots[i])))
     }
 
     /// The egress ports of group `g` (empty for a handle of another table).
     #[inline]
     pub fn group(&self, g: GroupId) -> &[PortId] {
-        self.groups.get(g.0 as usize).map_or(&[], Vec::as_slice)
+        self.ports(g.0 as usize)
     }
 
     /// The group for `dst` and the program's data of its route.
     #[inline]
     pub fn lookup_with_data(&self, dst: Ipv4Address) -> Option<(&[PortId], Option<u32>)> {
-        for (len, m) in &self.by_len {
-            if let Some((g, data)) = m.get(&(dst.0 & mask(*len))) {
-                return Some((&self.groups[g.0 as usize], *data));
-            }
-        }
-        None
+        let i = self.find(dst)?;
+        Some((self.ports(i), Self::slot_data(&self.slots[i])))
     }
 
     /// Number of entries.
@@ -141,5 +226,32 @@ mod tests {
         assert_eq!(t.lookup(Ipv4Address::new(10, 0, 1, 7)), Some(&[PortId(1)][..]));
         assert_eq!(t.lookup(Ipv4Address::new(10, 0, 1, 8)), Some(&[PortId(4), PortId(5)][..]));
         assert_eq!(t.lookup(Ipv4Address::new(10, 0, 2, 8)), None);
+    }
+
+    #[test]
+    fn data_default_route_wide_groups_and_replacement() {
+        let wide: Vec<PortId> = (0..(INLINE_PORTS as u16 + 5)).map(PortId).collect();
+        let mut routes = vec![
+            Route { prefix: Ipv4Address::new(0, 0, 0, 0), len: 0, ports: wide.clone(), dst_leaf: None },
+            Route { prefix: Ipv4Address::new(10, 1, 0, 0), len: 16, ports: vec![PortId(3)], dst_leaf: Some(2) },
+        ];
+        // Many /24s, so probes collide and wrap.
+        for i in 0..200u8 {
+            routes.push(Route { prefix: Ipv4Address::new(10, 2, i, 0), len: 24, ports: vec![PortId(i as u16), PortId(7)], dst_leaf: None });
+        }
+        // A later route for the same prefix replaces the earlier one.
+        routes.push(Route { prefix: Ipv4Address::new(10, 2, 9, 0), len: 24, ports: vec![PortId(99)], dst_leaf: None });
+        let t = RouteTable::with_data(&routes, |r| r.dst_leaf.map(u32::from));
+        assert_eq!(t.len(), routes.len());
+        assert_eq!(t.lookup_with_data(Ipv4Address::new(10, 1, 4, 4)), Some((&[PortId(3)][..], Some(2))));
+        assert_eq!(t.lookup_with_data(Ipv4Address::new(192, 168, 0, 1)), Some((&wide[..], None)));
+        for i in 0..200u8 {
+            let want: &[PortId] = if i == 9 { &[PortId(99)] } else { &[PortId(i as u16), PortId(7)] };
+            assert_eq!(t.lookup(Ipv4Address::new(10, 2, i, 1)), Some(want));
+        }
+        let (g, data) = t.lookup_group(Ipv4Address::new(10, 1, 0, 1)).expect("a route");
+        assert_eq!((t.group(g), data), (&[PortId(3)][..], Some(2)));
+        assert_eq!(t.group(GroupId(u32::MAX)), &[] as &[PortId]);
+        assert_eq!(RouteTable::default().lookup(Ipv4Address::new(1, 2, 3, 4)), None);
     }
 }

@@ -86,6 +86,8 @@ pub struct Nic {
     pub counters: HostCounters,
     /// The PFC frames received, when a driver asked.
     pub pfc_log: crate::pfc_log::PfcLog,
+    /// Buffers of frames received and handled, for the frames sent next.
+    pub frames: weft_wire::buffer::FramePool,
 }
 
 impl Nic {
@@ -105,6 +107,7 @@ impl Nic {
             awaiting_arp: VecDeque::new(),
             counters: HostCounters::default(),
             pfc_log: Default::default(),
+            frames: Default::default(),
         })
     }
 

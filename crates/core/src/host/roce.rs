@@ -588,6 +588,7 @@ impl RoceHost {
                 _ => self.nic.counters.rx_ignored += 1,
             }
         }
+        self.nic.frames.give(frame);
         self.pump(now, out);
     }
 
@@ -771,10 +772,10 @@ impl RoceHost {
         }
     }
 
-    fn control_frame(&self, gw: EthernetAddress, dst: Ipv4Address, qpn: u32, opcode: Opcode, psn: u32, aeth: Option<Aeth>) -> BytesMut {
+    fn control_frame(&mut self, gw: EthernetAddress, dst: Ipv4Address, qpn: u32, opcode: Opcode, psn: u32, aeth: Option<Aeth>) -> BytesMut {
         let ext = if aeth.is_some() { roce::AETH_LEN } else { roce::CNP_PAYLOAD_LEN };
         let l4 = udp::HEADER_LEN + roce::BTH_LEN + ext + roce::ICRC_LEN;
-        let mut b = BytesMut::zeroed(ethernet::HEADER_LEN + ipv4::HEADER_LEN + l4);
+        let mut b = self.nic.frames.zeroed(ethernet::HEADER_LEN + ipv4::HEADER_LEN + l4);
         self.headers(&mut b, gw, dst, CONTROL_DSCP, false, 0xc000 ^ (qpn as u16), l4);
         let o = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
         BthRepr { opcode, solicited: false, pad: 0, pkey: roce::DEFAULT_PKEY, dest_qp: qpn, ack_req: false, psn, reserved15: 0 }
@@ -806,10 +807,11 @@ impl RoceHost {
             .emit(&mut b[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
     }
 
-    fn data_frame(&self, gw: EthernetAddress, qp: &SendQp, psn: u32) -> BytesMut {
-        let len = self.wire_len(qp, psn);
+    fn data_frame(&mut self, gw: EthernetAddress, i: usize, psn: u32) -> BytesMut {
+        let len = self.wire_len(&self.send[i], psn);
         let l4 = len - ethernet::HEADER_LEN - ipv4::HEADER_LEN;
-        let mut b = weft_wire::buffer::zeroed(len);
+        let mut b = self.nic.frames.zeroed(len);
+        let qp = &self.send[i];
         self.headers(&mut b, gw, qp.flow.dst, qp.flow.dscp, true, qp.flow.src_port, l4);
         let opcode = match (psn == 0, psn + 1 == qp.packets) {
             (true, true) => Opcode::WriteOnly,
@@ -962,7 +964,7 @@ impl RoceHost {
                             qp.cc.advance(&cfg, now, &mut qp.rate, line);
                         }
                         if let Some((psn, retx)) = self.next_packet(i, now) {
-                            let f = self.data_frame(gw, &self.send[i], psn);
+                            let f = self.data_frame(gw, i, psn);
                             let len = f.len();
                             self.nic.transmit(now, f, out);
                             let in_flight = self.in_flight_bytes(&self.send[i]);

@@ -300,6 +300,7 @@ impl TcpHost {
                 None => self.nic.counters.rx_ignored += 1,
             }
         }
+        self.nic.frames.give(frame);
         self.pump(now, out);
     }
 
@@ -451,7 +452,7 @@ impl TcpHost {
 
     #[allow(clippy::too_many_arguments)]
     fn segment(
-        &self,
+        &mut self,
         gw: EthernetAddress,
         dst: Ipv4Address,
         sport: u16,
@@ -463,7 +464,7 @@ impl TcpHost {
         payload: usize,
         dscp: u8,
     ) -> BytesMut {
-        let mut b = weft_wire::buffer::zeroed(SEGMENT_OVERHEAD + payload);
+        let mut b = self.nic.frames.zeroed(SEGMENT_OVERHEAD + payload);
         ethernet::Repr { dst: gw, src: self.nic.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
         let ect = self.cfg.cc == CongestionControl::Dctcp && payload > 0;
         ipv4::Repr {

@@ -224,6 +224,7 @@ impl UdpHost {
         }
         s.first_arrival.get_or_insert(now);
         s.last_arrival = Some(now);
+        self.nic.frames.give(frame);
     }
 
     fn build_packet(&mut self, i: usize, gw: EthernetAddress, now: Nanos) -> BytesMut {
@@ -236,7 +237,7 @@ impl UdpHost {
             UdpMode::Rate { .. } => f.payload_len as usize,
         };
         let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload;
-        let mut b = weft_wire::buffer::zeroed(ethernet::HEADER_LEN + ip_len);
+        let mut b = self.nic.frames.zeroed(ethernet::HEADER_LEN + ip_len);
         ethernet::Repr { dst: gw, src: self.nic.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
         ipv4::Repr {
             src: self.nic.ip,
