@@ -1071,27 +1071,30 @@ impl Switch {
             Some((g, data)) => (self.routes.group(g), data),
             None => (&[][..], None),
         };
-        let mut cx = IngressCx {
-            now,
-            frame,
-            info: &a.info,
-            source,
-            group,
-            port_up: &self.port_up,
-            port_rates: &self.port_rates,
-            depths: &snapshot,
-            rng: &mut self.rng,
-            hash_seed: self.hash_seed,
-            route_data,
-            claimed: a.claimed,
-            decision: IngressDecision::default(),
-            routes: &self.routes,
-            registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Ingress)),
-            tables: &self.tables,
+        // The context is dropped where it was built (its scope ends): a
+        // `drop(cx)` moved its 232 bytes first (memcpy, 2 % of a RoCE run).
+        let (result, decision) = {
+            let mut cx = IngressCx {
+                now,
+                frame,
+                info: &a.info,
+                source,
+                group,
+                port_up: &self.port_up,
+                port_rates: &self.port_rates,
+                depths: &snapshot,
+                rng: &mut self.rng,
+                hash_seed: self.hash_seed,
+                route_data,
+                claimed: a.claimed,
+                decision: IngressDecision::default(),
+                routes: &self.routes,
+                registers: PassRegisters::new(&mut self.regs, PassState::new(self.pass_serial, Gress::Ingress)),
+                tables: &self.tables,
+            };
+            let result = self.program.ingress(&mut cx);
+            (result, std::mem::take(&mut cx.decision))
         };
-        let result = self.program.ingress(&mut cx);
-        let decision = std::mem::take(&mut cx.decision);
-        drop(cx);
         match result {
             Ok(()) => Some(decision),
             Err(e) => {
