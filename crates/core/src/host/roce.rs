@@ -432,6 +432,9 @@ pub struct RoceHost {
     nic: Nic,
     cfg: RoceConfig,
     send: Vec<SendQp>,
+    /// QP number of each of `send` (same order): the ACK path's search
+    /// reads 4 bytes per QP here instead of a QP's cache line.
+    send_qpns: Vec<u32>,
     /// Indices of the QPs not yet fully acknowledged, in index order
     /// (started or not): the round robin's positions.
     unfinished: Vec<usize>,
@@ -487,6 +490,7 @@ impl RoceHost {
             nic: Nic::from_spec(node)?,
             cfg,
             send: Vec::new(),
+            send_qpns: Vec::new(),
             unfinished: Vec::new(),
             started: Vec::new(),
             pending: Default::default(),
@@ -514,6 +518,7 @@ impl RoceHost {
     /// flows up front spares the growth of the QP list).
     pub fn reserve_flows(&mut self, n: usize) {
         self.send.reserve_exact(n);
+        self.send_qpns.reserve_exact(n);
         self.unfinished.reserve_exact(n);
     }
 
@@ -540,6 +545,7 @@ impl RoceHost {
             last_progress: flow.start,
             loss: None,
         });
+        self.send_qpns.push(flow.id.0 + 1);
         let i = self.send.len() - 1;
         self.unfinished.push(i);
         self.pending[(flow.dscp >> 3) as usize % 8].push(Reverse((flow.start, i)));
@@ -593,8 +599,8 @@ impl RoceHost {
     }
 
     fn qp_index(&self, qpn: u32) -> Option<usize> {
-        let i = self.send.partition_point(|q| q.flow.id.0 + 1 < qpn);
-        (self.send.get(i)?.flow.id.0 + 1 == qpn).then_some(i)
+        let i = self.send_qpns.partition_point(|&q| q < qpn);
+        (*self.send_qpns.get(i)? == qpn).then_some(i)
     }
 
     fn on_ack(&mut self, now: Nanos, qpn: u32, psn: u32, aeth: Option<Aeth>) {
