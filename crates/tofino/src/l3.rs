@@ -15,6 +15,7 @@
 //! probe per distinct prefix length present (two in Clos fabrics); the
 //! array is at most half full, so a probe ends at an empty slot.
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use weft_wire::ids::PortId;
 use weft_wire::Ipv4Address;
@@ -46,7 +47,8 @@ pub const INLINE_PORTS: usize = 10;
 
 /// `Slot::len` of an empty slot (prefix lengths are 0..=32).
 const EMPTY: u8 = u8::MAX;
-/// `Slot::ports_n` of a group in the side list (`ports[0]` is its index).
+/// `Slot::ports_n` of a group in the side list (`ports[0]` and `ports[1]`
+/// hold its index, low and high 16 bits).
 const WIDE: u8 = u8::MAX;
 
 /// One route: 32 bytes, so a slot never straddles a cache line.
@@ -61,6 +63,8 @@ struct Slot {
     ports: [PortId; INLINE_PORTS],
 }
 
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+
 const EMPTY_SLOT: Slot = Slot { key: 0, len: EMPTY, ports_n: 0, has_data: false, data: 0, ports: [PortId(0); INLINE_PORTS] };
 
 /// LPM table with equal-cost groups.
@@ -70,7 +74,7 @@ pub struct RouteTable {
     /// Prefix lengths present, longest first (`lens[..lens_n]`).
     lens: [u8; 33],
     lens_n: u8,
-    /// Groups of more than [`INLINE_PORTS`] ports.
+    /// Groups of more than [`INLINE_PORTS`] ports, each once.
     wide: Vec<Vec<PortId>>,
     entries: usize,
 }
@@ -110,6 +114,7 @@ impl RouteTable {
         let size = (routes.len() * 2).next_power_of_two().max(4);
         t.slots = vec![EMPTY_SLOT; size];
         let slots_mask = size - 1;
+        let mut wide_index: FxHashMap<&[PortId], u32> = FxHashMap::default();
         for r in routes {
             let len = r.len.min(32);
             let key = r.prefix.0 & mask(len);
@@ -119,9 +124,13 @@ impl RouteTable {
                 slot.ports_n = r.ports.len() as u8;
                 slot.ports[..r.ports.len()].copy_from_slice(&r.ports);
             } else {
+                let w = *wide_index.entry(&r.ports).or_insert_with(|| {
+                    t.wide.push(r.ports.clone());
+                    (t.wide.len() - 1) as u32
+                });
                 slot.ports_n = WIDE;
-                slot.ports[0] = PortId(t.wide.len() as u16);
-                t.wide.push(r.ports.clone());
+                slot.ports[0] = PortId(w as u16);
+                slot.ports[1] = PortId((w >> 16) as u16);
             }
             let mut i = home(key, len, slots_mask);
             while t.slots[i].len != EMPTY && (t.slots[i].key, t.slots[i].len) != (key, len) {
@@ -169,7 +178,8 @@ impl RouteTable {
     fn ports(&self, i: usize) -> &[PortId] {
         let Some(s) = self.slots.get(i) else { return &[] };
         if s.ports_n == WIDE {
-            self.wide.get(s.ports[0].0 as usize).map_or(&[], Vec::as_slice)
+            let w = s.ports[0].0 as usize | (s.ports[1].0 as usize) << 16;
+            self.wide.get(w).map_or(&[], Vec::as_slice)
         } else {
             &s.ports[..s.ports_n as usize]
         }
@@ -241,7 +251,10 @@ mod tests {
         }
         // A later route for the same prefix replaces the earlier one.
         routes.push(Route { prefix: Ipv4Address::new(10, 2, 9, 0), len: 24, ports: vec![PortId(99)], dst_leaf: None });
+        routes.push(Route { prefix: Ipv4Address::new(10, 3, 0, 0), len: 16, ports: wide.clone(), dst_leaf: None });
         let t = RouteTable::with_data(&routes, |r| r.dst_leaf.map(u32::from));
+        assert_eq!(t.wide.len(), 1, "a wide group is kept once");
+        assert_eq!(t.lookup(Ipv4Address::new(10, 3, 1, 1)), Some(&wide[..]));
         assert_eq!(t.len(), routes.len());
         assert_eq!(t.lookup_with_data(Ipv4Address::new(10, 1, 4, 4)), Some((&[PortId(3)][..], Some(2))));
         assert_eq!(t.lookup_with_data(Ipv4Address::new(192, 168, 0, 1)), Some((&wide[..], None)));
