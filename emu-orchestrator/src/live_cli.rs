@@ -61,8 +61,11 @@ pub struct UpArgs {
     /// With --external-nodes: how long to wait for every emu-node.
     #[arg(long, value_name = "DURATION", default_value = "600s")]
     pub wait_nodes: String,
-    /// Use the topology's [placement] table instead of the automatic placement.
-    #[arg(long)]
+    /// A TOML file whose [placement] table (`node0 = ["leaf0", "spine0"]`,
+    /// one list of switches per process; hosts run with their ToR) replaces
+    /// the automatic placement. A topology's own [placement] table is used
+    /// without this option.
+    #[arg(long, value_name = "FILE")]
     pub placement: Option<PathBuf>,
     /// Transport between emu-node processes: quic (TLS 1.3, fabric
     /// certificate) or udp (fabric tag only).

@@ -11,20 +11,37 @@
 use crate::config::machines::Machine;
 use emu_node::fabric::FabricSpec;
 
-/// Automatic placement on `n` processes: hosts with their ToR; ToRs (and
-/// their hosts) spread over the first processes, other switches over the
-/// rest when there are processes left, else round-robin.
+/// Automatic placement on `n` processes: every switch on the process with
+/// the least work so far, the busiest switches first, and every host with
+/// its ToR. A switch's work is the sum of its ports' rates, a port to a
+/// host counted twice (a host's frame also costs its TAP or VM I/O);
+/// among equals the lower process and the earlier switch come first.
+///
+/// So the switches with hosts spread over the processes first, one each
+/// while there are processes left, and the others fill the processes
+/// with the least work: on `leaf-spine-2x4-rt` and 3 processes, a leaf
+/// each on two and the 4 spines on the third; on `leaf-spine-8x8-rt` and
+/// 8, a leaf and a spine on each (the spines, a third of the frames on
+/// the fabric's paths, would saturate one process of their own).
 pub fn auto_place(f: &mut FabricSpec, n: u32) {
-    let n = n.max(1);
-    let edge: Vec<usize> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && has_host(f, i)).collect();
-    let core: Vec<usize> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some() && !has_host(f, i)).collect();
-    let edge_procs = if n >= 2 && !core.is_empty() { (n - 1).min(edge.len().max(1) as u32) } else { n };
-    for (k, &i) in edge.iter().enumerate() {
-        f.nodes[i].placement = k as u32 % edge_procs;
-    }
-    let core_procs = n - edge_procs;
-    for (k, &i) in core.iter().enumerate() {
-        f.nodes[i].placement = if core_procs == 0 { k as u32 % n } else { edge_procs + k as u32 % core_procs };
+    let n = n.max(1) as usize;
+    let work = |i: usize| -> u64 {
+        f.nodes[i]
+            .ports
+            .iter()
+            .map(|p| {
+                let to_host = f.nodes.get(p.peer.index()).is_some_and(|n| n.as_host().is_some());
+                p.rate.bps() * if to_host { 2 } else { 1 }
+            })
+            .sum()
+    };
+    let mut switches: Vec<(u64, usize)> = (0..f.nodes.len()).filter(|&i| f.nodes[i].as_switch().is_some()).map(|i| (work(i), i)).collect();
+    switches.sort_by_key(|&(w, i)| (std::cmp::Reverse(w), i));
+    let mut load = vec![0u64; n];
+    for (w, i) in switches {
+        let p = (0..n).min_by_key(|&p| (load[p], p)).unwrap_or(0);
+        load[p] += w;
+        f.nodes[i].placement = p as u32;
     }
     place_hosts_with_tor(f);
 }
@@ -128,6 +145,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("capacity must be 1 to 64"));
+    }
+
+    #[test]
+    fn auto_placement_balances_the_switches_work() {
+        let count = |f: &FabricSpec, p: u32, prefix: &str| {
+            f.nodes.iter().filter(|n| n.placement == p && n.as_switch().is_some() && n.name.starts_with(prefix)).count()
+        };
+        let topo = crate::config::topology::Topology::load("leaf-spine-8x8-rt").unwrap();
+        for (n, per) in [(8, 1), (4, 2), (2, 4)] {
+            let mut f = topo.fabric.clone();
+            auto_place(&mut f, n);
+            for p in 0..n {
+                assert_eq!((count(&f, p, "leaf"), count(&f, p, "spine")), (per, per), "{n} processes, process {p}");
+            }
+            // Hosts run with their ToR.
+            assert!(f.nodes.iter().filter(|h| h.as_host().is_some()).all(|h| h.placement == f.nodes[h.ports[0].peer.index()].placement));
+        }
+        // The 2x4 fabric on 3: a leaf each on two, the spines' little work on the third.
+        let mut f = crate::config::topology::Topology::load("leaf-spine-2x4-rt").unwrap().fabric;
+        auto_place(&mut f, 3);
+        assert_eq!([count(&f, 0, "leaf"), count(&f, 1, "leaf"), count(&f, 2, "spine")], [1, 1, 4]);
     }
 
     #[test]

@@ -34,14 +34,14 @@
 
 use crate::fabric::FabricSpec;
 use crate::serializer::Serializer;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use weft_tofino::l3::RouteTable;
 use weft_wire::ids::NodeId;
 use weft_wire::time::{BitRate, Nanos};
 use weft_wire::Ipv4Address;
 
 /// One link of a path, in the direction of the flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PathLink {
     /// Rate.
     pub rate: BitRate,
@@ -160,50 +160,89 @@ pub fn tcp_frames(size: u64, mss: u16) -> impl Iterator<Item = usize> {
 /// in the fabric). `None` if there is no route. For many flows, [`Paths`]
 /// computes each pair once.
 pub fn path(fabric: &FabricSpec, src: NodeId, dst: NodeId) -> Option<Vec<PathLink>> {
-    best_path(fabric, &mut BTreeMap::new(), src, dst)
+    best_path(fabric, &mut Vec::new(), src, dst)
+}
+
+/// The switches' route tables, each built the first time a path crosses
+/// its switch (indexed by node).
+type Tables = Vec<Option<RouteTable>>;
+
+/// The link a path from `src` starts on: its first port's peer, that
+/// link's rate and delay. A best path depends on `src` only through these.
+fn first_hop(fabric: &FabricSpec, src: NodeId) -> Option<(NodeId, PathLink)> {
+    let first = fabric.nodes.get(src.index())?.ports.first()?;
+    let l = fabric.links.get(first.link.index())?;
+    Some((first.peer, PathLink { rate: l.rate, delay: l.delay }))
 }
 
 /// [`path`], with the switches' route tables built so far in `tables`.
-fn best_path(fabric: &FabricSpec, tables: &mut BTreeMap<NodeId, RouteTable>, src: NodeId, dst: NodeId) -> Option<Vec<PathLink>> {
-    let dst_ip: Ipv4Address = fabric.nodes.get(dst.index())?.as_host()?.ip;
-    let first = fabric.nodes.get(src.index())?.ports.first()?;
-    let l = fabric.links.get(first.link.index())?;
-    let mut best: Option<Vec<PathLink>> = None;
-    let mut stack = vec![(first.peer, vec![PathLink { rate: l.rate, delay: l.delay }])];
-    while let Some((node, links)) = stack.pop() {
-        if node == dst {
-            let key = |p: &[PathLink]| (p.iter().map(|l| l.rate).min(), std::cmp::Reverse(p.iter().map(|l| l.delay).sum::<Nanos>()));
-            if best.as_ref().is_none_or(|b| key(&links) > key(b)) {
-                best = Some(links);
-            }
-            continue;
-        }
-        if links.len() > 64 {
-            continue;
-        }
-        let Some(sw) = fabric.nodes.get(node.index()).and_then(|n| n.as_switch()) else { continue };
-        let table = tables.entry(node).or_insert_with(|| RouteTable::new(&sw.routes));
-        let Some(group) = table.lookup(dst_ip) else { continue };
-        for p in group {
-            let Some(port) = fabric.nodes[node.index()].ports.get(p.index()) else { continue };
-            let Some(l) = fabric.links.get(port.link.index()) else { continue };
-            let mut next = links.clone();
-            next.push(PathLink { rate: l.rate, delay: l.delay });
-            stack.push((port.peer, next));
-        }
-    }
-    best
+fn best_path(fabric: &FabricSpec, tables: &mut Tables, src: NodeId, dst: NodeId) -> Option<Vec<PathLink>> {
+    let (peer, link) = first_hop(fabric, src)?;
+    best_path_from(fabric, tables, peer, link, dst)
 }
 
-/// The best paths ([`path`]) between the hosts of a fabric, each pair
-/// computed once and every switch's route table built once: the results
-/// of a run with 100 000 flows ask for each of a few thousand pairs many
-/// times.
+/// The best path that starts with `link` into `peer` and ends at `dst`.
+///
+/// A depth-first search over the equal-cost groups with one path buffer:
+/// the members of a group are tried last first, and a complete path
+/// replaces the best one only if strictly better, so among equally good
+/// paths the first one found wins. A path of more than 64 links is not
+/// extended (a routing loop).
+fn best_path_from(fabric: &FabricSpec, tables: &mut Tables, peer: NodeId, link: PathLink, dst: NodeId) -> Option<Vec<PathLink>> {
+    /// The search's fixed inputs and its best path so far, with that
+    /// path's key: the bottleneck rate (higher is better), the total delay
+    /// (lower is better).
+    struct Search<'f> {
+        fabric: &'f FabricSpec,
+        dst: NodeId,
+        dst_ip: Ipv4Address,
+        best: Option<(BitRate, Nanos, Vec<PathLink>)>,
+    }
+    fn visit(s: &mut Search, tables: &mut Tables, node: NodeId, path: &mut Vec<PathLink>, rate: BitRate, delay: Nanos) {
+        if node == s.dst {
+            let better = s.best.as_ref().is_none_or(|(r, d, _)| (rate, std::cmp::Reverse(delay)) > (*r, std::cmp::Reverse(*d)));
+            if better {
+                s.best = Some((rate, delay, path.clone()));
+            }
+            return;
+        }
+        if path.len() > 64 {
+            return;
+        }
+        let fabric = s.fabric;
+        let Some(sw) = fabric.nodes.get(node.index()).and_then(|n| n.as_switch()) else { return };
+        if tables.len() <= node.index() {
+            tables.resize_with(node.index() + 1, || None);
+        }
+        let table = tables[node.index()].get_or_insert_with(|| RouteTable::new(&sw.routes));
+        let Some((group, _)) = table.lookup_group(s.dst_ip) else { return };
+        let members = table.group(group).len();
+        for i in (0..members).rev() {
+            let Some(p) = tables[node.index()].as_ref().map(|t| t.group(group)[i]) else { return };
+            let Some(port) = fabric.nodes[node.index()].ports.get(p.index()) else { continue };
+            let Some(l) = fabric.links.get(port.link.index()) else { continue };
+            path.push(PathLink { rate: l.rate, delay: l.delay });
+            visit(s, tables, port.peer, path, rate.min(l.rate), delay + l.delay);
+            path.pop();
+        }
+    }
+    let dst_ip: Ipv4Address = fabric.nodes.get(dst.index())?.as_host()?.ip;
+    let mut s = Search { fabric, dst, dst_ip, best: None };
+    let mut path = Vec::with_capacity(8);
+    path.push(link);
+    visit(&mut s, tables, peer, &mut path, link.rate, link.delay);
+    s.best.map(|(_, _, p)| p)
+}
+
+/// The best paths ([`path`]) between the hosts of a fabric, each computed
+/// once per (first link, destination) and every switch's route table built
+/// once: the results of a run with 1 000 000 flows ask for most host pairs
+/// of a 2 048-host fabric, but the hosts behind one ToR share their paths.
 pub struct Paths<'a> {
     fabric: &'a FabricSpec,
-    tables: BTreeMap<NodeId, RouteTable>,
+    tables: Tables,
     host_of: HashMap<Ipv4Address, NodeId>,
-    memo: HashMap<(NodeId, NodeId), Option<Vec<PathLink>>>,
+    memo: HashMap<(NodeId, PathLink, NodeId), Option<Vec<PathLink>>>,
 }
 
 impl<'a> Paths<'a> {
@@ -216,7 +255,7 @@ impl<'a> Paths<'a> {
                 host_of.entry(h.ip).or_insert(NodeId(i as u32));
             }
         }
-        Paths { fabric, tables: BTreeMap::new(), host_of, memo: HashMap::new() }
+        Paths { fabric, tables: Vec::new(), host_of, memo: HashMap::new() }
     }
 
     /// The fabric.
@@ -232,7 +271,8 @@ impl<'a> Paths<'a> {
     /// [`path`] from `src` to `dst`.
     pub fn get(&mut self, src: NodeId, dst: NodeId) -> Option<&[PathLink]> {
         let (fabric, tables) = (self.fabric, &mut self.tables);
-        self.memo.entry((src, dst)).or_insert_with(|| best_path(fabric, tables, src, dst)).as_deref()
+        let (peer, link) = first_hop(fabric, src)?;
+        self.memo.entry((peer, link, dst)).or_insert_with(|| best_path_from(fabric, tables, peer, link, dst)).as_deref()
     }
 }
 
@@ -248,7 +288,7 @@ pub fn bdp_bytes(fabric: &FabricSpec) -> u64 {
     let ack = crate::host::roce::DATA_OVERHEAD + weft_wire::roce::AETH_LEN;
     // One set of route tables for every host's path (a fat tree with
     // thousands of hosts would otherwise rebuild them per host).
-    let mut tables = BTreeMap::new();
+    let mut tables = Vec::new();
     let rtt = hosts
         .iter()
         .skip(1)

@@ -461,7 +461,7 @@ impl ProcessRuntime {
                     // runtime thread so QUIC keep-alives continue meanwhile.
                     let (h2, mtu, rate, offload) = (h.clone(), port.mtu, port.rate, plan.tap_offload);
                     let made = tokio::task::spawn_blocking(move || create_tap_host(&netns, &dev, &h2, mtu, rate, offload)).await;
-                    made.unwrap_or_else(|e| Err(TapError::Spawn(std::io::Error::other(e))))
+                    made.unwrap_or_else(|e| Err(TapError::Spawn { cmd: "ip".into(), source: std::io::Error::other(e) }))
                         .map(|host| {
                             let counters = host.tun.counters.clone();
                             (host.netns.clone(), RealHost::Tap(host), counters)

@@ -72,8 +72,13 @@ pub enum TapError {
         stderr: String,
     },
     /// The command could not be started.
-    #[error("cannot run `ip` ({0}); is iproute2 installed?")]
-    Spawn(std::io::Error),
+    #[error("cannot run `{cmd}` ({source}); is iproute2 installed?")]
+    Spawn {
+        /// The program (`ip` or `tc`).
+        cmd: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The namespace exists already (another fabric or a leftover).
     #[error("network namespace `{0}` exists already (another fabric runs, or a killed one left it: `weft down` removes weft's leftovers)")]
     Exists(String),
@@ -88,7 +93,7 @@ pub enum TapError {
 }
 
 fn run(args: &[&str]) -> Result<(), TapError> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(TapError::Spawn)?;
+    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|source| TapError::Spawn { cmd: args[0].to_string(), source })?;
     if out.status.success() {
         Ok(())
     } else {

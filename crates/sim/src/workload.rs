@@ -277,8 +277,18 @@ pub struct PoissonArrivals {
     cdf: FlowSizeCdf,
     hosts: usize,
     mean_gap_ns: f64,
+    /// Each host's next arrival, ns.
     next: Vec<f64>,
+    /// The hosts by next arrival, earliest first, the lower host first
+    /// among equal times: (the time's [`f64::total_cmp`] key, host).
+    order: std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize)>>,
     rng: ChaCha8Rng,
+}
+
+/// A key whose integer order is [`f64::total_cmp`]'s order of `x`.
+fn total_order_key(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
 }
 
 impl PoissonArrivals {
@@ -287,8 +297,9 @@ impl PoissonArrivals {
     pub fn new(cdf: FlowSizeCdf, hosts: usize, rate: BitRate, host_load: f64, start: Nanos, seed: u64) -> Self {
         let mean_gap_ns = cdf.mean() * 8.0 * 1e9 / (rate.bps() as f64 * host_load.max(1e-9));
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0070_6f69_7373_6f6e);
-        let next = (0..hosts).map(|_| start as f64 + exp(&mut rng, mean_gap_ns)).collect();
-        PoissonArrivals { cdf, hosts, mean_gap_ns, next, rng }
+        let next: Vec<f64> = (0..hosts).map(|_| start as f64 + exp(&mut rng, mean_gap_ns)).collect();
+        let order = next.iter().enumerate().map(|(h, &t)| std::cmp::Reverse((total_order_key(t), h))).collect();
+        PoissonArrivals { cdf, hosts, mean_gap_ns, next, order, rng }
     }
 
     /// Mean gap between two flows of one host, ns.
@@ -308,13 +319,15 @@ impl Iterator for PoissonArrivals {
         if self.hosts < 2 {
             return None;
         }
-        let (src, &t) = self.next.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1))?;
+        let std::cmp::Reverse((_, src)) = self.order.pop()?;
+        let t = self.next[src];
         let mut dst = self.rng.random_range(0..self.hosts - 1);
         if dst >= src {
             dst += 1;
         }
         let size = self.cdf.sample(&mut self.rng);
         self.next[src] = t + exp(&mut self.rng, self.mean_gap_ns);
+        self.order.push(std::cmp::Reverse((total_order_key(self.next[src]), src)));
         Some(FlowArrival { src, dst, size, start: t.round() as Nanos })
     }
 }
@@ -333,6 +346,33 @@ mod tests {
         let ali = FlowSizeCdf::named("alistorage").unwrap();
         assert_eq!(ali.quantile(1.0), 2_000_000.0);
         assert!((ali.cdf(8000.0) - 0.6921).abs() < 1e-12);
+    }
+
+    #[test]
+    fn arrivals_come_in_time_order_lower_host_first() {
+        let xs = [-1.5, -0.0, 0.0, 1e-300, 1.0, 1.0 + f64::EPSILON, 3e9, f64::INFINITY];
+        for a in xs {
+            for b in xs {
+                assert_eq!(total_order_key(a).cmp(&total_order_key(b)), a.total_cmp(&b), "{a} {b}");
+            }
+        }
+        // Against a scan of every host for the earliest (the first host among equals).
+        let cdf = FlowSizeCdf::named("alistorage").unwrap();
+        let mut a = PoissonArrivals::new(cdf.clone(), 37, BitRate::gbps(100), 0.5, 1000, 3);
+        let mut b = PoissonArrivals::new(cdf, 37, BitRate::gbps(100), 0.5, 1000, 3);
+        b.next[5] = b.next[9]; // a tie, as the scan breaks it
+        a.next[5] = a.next[9];
+        a.order = a.next.iter().enumerate().map(|(h, &t)| std::cmp::Reverse((total_order_key(t), h))).collect();
+        for _ in 0..5000 {
+            let (src, &t) = b.next.iter().enumerate().min_by(|x, y| x.1.total_cmp(y.1)).unwrap();
+            let mut dst = b.rng.random_range(0..b.hosts - 1);
+            if dst >= src {
+                dst += 1;
+            }
+            let size = b.cdf.sample(&mut b.rng);
+            b.next[src] = t + exp(&mut b.rng, b.mean_gap_ns);
+            assert_eq!(a.next(), Some(FlowArrival { src, dst, size, start: t.round() as Nanos }));
+        }
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("fat-tree-k4", include_str!("../../../topologies/fat-tree-k4.toml")),
     ("fat-tree-k8", include_str!("../../../topologies/fat-tree-k8.toml")),
     ("leaf-spine-2x4-rt", include_str!("../../../topologies/leaf-spine-2x4-rt.toml")),
+    ("leaf-spine-8x8-rt", include_str!("../../../topologies/leaf-spine-8x8-rt.toml")),
     ("leaf-spine-rxe", include_str!("../../../topologies/leaf-spine-rxe.toml")),
     ("leaf-spine-2x4-rt-synthetic", include_str!("../../../topologies/leaf-spine-2x4-rt-synthetic.toml")),
     ("fat-tree-k4-rt", include_str!("../../../topologies/fat-tree-k4-rt.toml")),
