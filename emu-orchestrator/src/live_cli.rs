@@ -30,9 +30,9 @@ fn parse_node_count(s: &str) -> Result<NodeCount, String> {
 pub struct UpArgs {
     /// Topology file or shipped name (e.g. leaf-spine-2x4-rt).
     pub topology: String,
-    /// Number of local emu-node processes, or `auto`: half the machine's
-    /// cores (the other half is for the real hosts' kernel stacks), at most
-    /// one per switch with hosts plus one for the rest, at least 1.
+    /// Number of local emu-node processes, or `auto`: one fewer than the
+    /// machine's cores (that one is for the real hosts' kernel stacks), at
+    /// most one per switch, at least 1.
     #[arg(long, default_value = "1", value_parser = parse_node_count)]
     pub nodes: NodeCount,
     /// Spread the fabric over the machines of FILE (TOML, `[[machine]]`
