@@ -119,7 +119,7 @@ impl Faithfulness {
             let late: u64 = nodes.iter().map(|n| n.late_frames).sum();
             let frames: u64 = nodes.iter().map(|n| n.frames).sum();
             format!(
-                "results may be distorted: the p99 lateness of {} of {} nodes exceeded the smallest link delay ({}; worst {} at {}), and {late} of {frames} frames were handled later than it: fewer emu-node processes per core, or slower links, give a faithful run (docs/REALTIME.md#faithfulness)",
+                "results may be distorted: the p99 lateness of {} of {} nodes exceeded the smallest link delay ({}; worst {} at {}), and {late} of {frames} frames were handled later than it: each emu-node process needs a core of its own, and one busy process holds back the fabric (`weft up --nodes auto`: one fewer than the cores; or slower links) (docs/REALTIME.md#faithfulness)",
                 over.len(),
                 nodes.len(),
                 us(smallest_link_delay_ns),
