@@ -11,9 +11,17 @@
 //! the ports come with it. The prefix lengths present are kept inline in
 //! the table, longest first.
 //!
-//! Invariant: prefix lengths are probed longest first; a lookup costs one
-//! probe per distinct prefix length present (two in Clos fabrics); the
-//! array is at most half full, so a probe ends at an empty slot.
+//! The two longest prefix lengths each have a 256-bit filter of the keys
+//! present: a lookup whose bit is clear skips that length's probe. In a
+//! Clos fabric a ToR holds its own hosts' /32 routes and a /24 per other
+//! ToR; a packet for another rack would otherwise pay a probe (a cache
+//! miss once the tables outgrow the caches) for a /32 that is not there.
+//!
+//! Invariant: prefix lengths are probed longest first; a lookup costs at
+//! most one probe per distinct prefix length present (two in Clos
+//! fabrics); a filter's bit is set for every key of its length present,
+//! so a skipped probe would have missed; the array is at most half full,
+//! so a probe ends at an empty slot.
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -74,6 +82,9 @@ pub struct RouteTable {
     /// Prefix lengths present, longest first (`lens[..lens_n]`).
     lens: [u8; 33],
     lens_n: u8,
+    /// For `lens[k]`, k < [`FILTERED`]: bit [`filter_bit`] of every key of
+    /// that length present.
+    filters: [[u64; 4]; FILTERED],
     /// Groups of more than [`INLINE_PORTS`] ports, each once.
     wide: Vec<Vec<PortId>>,
     entries: usize,
@@ -81,7 +92,7 @@ pub struct RouteTable {
 
 impl Default for RouteTable {
     fn default() -> Self {
-        RouteTable { slots: Vec::new(), lens: [0; 33], lens_n: 0, wide: Vec::new(), entries: 0 }
+        RouteTable { slots: Vec::new(), lens: [0; 33], lens_n: 0, filters: [[0; 4]; FILTERED], wide: Vec::new(), entries: 0 }
     }
 }
 
@@ -93,12 +104,28 @@ fn mask(len: u8) -> u32 {
     }
 }
 
-/// The first slot to probe for (masked prefix, length) in a table of
-/// `slots_mask + 1` slots.
+/// Prefix lengths (the longest ones) with a filter of the keys present.
+const FILTERED: usize = 2;
+
+/// The hash of (masked prefix, length): its bits 32 and up choose the
+/// first slot to probe ([`home`]), bits 24..32 the filter bit
+/// ([`filter_bit`]).
 #[inline(always)]
-fn home(key: u32, len: u8, slots_mask: usize) -> usize {
-    let h = ((key as u64) | (len as u64) << 32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+fn hash(key: u32, len: u8) -> u64 {
+    ((key as u64) | (len as u64) << 32).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The first slot to probe for hash `h` in a table of `slots_mask + 1` slots.
+#[inline(always)]
+fn home(h: u64, slots_mask: usize) -> usize {
     (h >> 32) as usize & slots_mask
+}
+
+/// The filter bit of hash `h`: (word, mask).
+#[inline(always)]
+fn filter_bit(h: u64) -> (usize, u64) {
+    let b = (h >> 24) as u8;
+    ((b >> 6) as usize, 1 << (b & 63))
 }
 
 impl RouteTable {
@@ -132,7 +159,7 @@ impl RouteTable {
                 slot.ports[0] = PortId(w as u16);
                 slot.ports[1] = PortId((w >> 16) as u16);
             }
-            let mut i = home(key, len, slots_mask);
+            let mut i = home(hash(key, len), slots_mask);
             while t.slots[i].len != EMPTY && (t.slots[i].key, t.slots[i].len) != (key, len) {
                 i = (i + 1) & slots_mask;
             }
@@ -144,6 +171,12 @@ impl RouteTable {
             t.entries += 1;
         }
         t.lens[..t.lens_n as usize].sort_by_key(|&l| std::cmp::Reverse(l));
+        for s in t.slots.iter().filter(|s| s.len != EMPTY) {
+            if let Some(k) = t.lens[..(t.lens_n as usize).min(FILTERED)].iter().position(|&l| l == s.len) {
+                let (w, bit) = filter_bit(hash(s.key, s.len));
+                t.filters[k][w] |= bit;
+            }
+        }
         t
     }
 
@@ -151,9 +184,16 @@ impl RouteTable {
     #[inline]
     fn find(&self, dst: Ipv4Address) -> Option<usize> {
         let slots_mask = self.slots.len().wrapping_sub(1);
-        for &len in &self.lens[..self.lens_n as usize] {
+        for (k, &len) in self.lens[..self.lens_n as usize].iter().enumerate() {
             let key = dst.0 & mask(len);
-            let mut i = home(key, len, slots_mask);
+            let h = hash(key, len);
+            if let Some(filter) = self.filters.get(k) {
+                let (w, bit) = filter_bit(h);
+                if filter[w] & bit == 0 {
+                    continue;
+                }
+            }
+            let mut i = home(h, slots_mask);
             loop {
                 let s = &self.slots[i];
                 if s.len == len && s.key == key {
@@ -266,5 +306,37 @@ mod tests {
         assert_eq!((t.group(g), data), (&[PortId(3)][..], Some(2)));
         assert_eq!(t.group(GroupId(u32::MAX)), &[] as &[PortId]);
         assert_eq!(RouteTable::default().lookup(Ipv4Address::new(1, 2, 3, 4)), None);
+    }
+
+    #[test]
+    fn lookups_agree_with_a_scan_of_every_route() {
+        // A ToR's table in a large fabric: its hosts' /32s, a /24 per other
+        // rack, /16s and a default route: four lengths, two of them filtered.
+        let mut routes = Vec::new();
+        for h in 0..8u8 {
+            routes.push(Route { prefix: Ipv4Address::new(10, 0, 5, 2 + h), len: 32, ports: vec![PortId(h as u16)], dst_leaf: None });
+        }
+        for r in 0..=255u8 {
+            routes.push(Route { prefix: Ipv4Address::new(10, 0, r, 0), len: 24, ports: vec![PortId(100 + r as u16)], dst_leaf: None });
+        }
+        for p in 1..4u8 {
+            routes.push(Route { prefix: Ipv4Address::new(10, p, 0, 0), len: 16, ports: vec![PortId(400 + p as u16)], dst_leaf: None });
+        }
+        routes.push(Route { prefix: Ipv4Address::new(0, 0, 0, 0), len: 0, ports: vec![PortId(999)], dst_leaf: None });
+        let t = RouteTable::new(&routes);
+        let scan = |dst: Ipv4Address| {
+            routes.iter().filter(|r| dst.0 & mask(r.len) == r.prefix.0 & mask(r.len)).max_by_key(|r| r.len).map(|r| &r.ports[..])
+        };
+        let mut x: u32 = 1;
+        for i in 0..20_000u32 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            // Mostly inside 10.0/16 and 10.1-3/16, some anywhere.
+            let dst = match i % 4 {
+                0 => Ipv4Address(x),
+                1 => Ipv4Address(0x0a00_0500 | (x >> 24)),
+                _ => Ipv4Address(0x0a00_0000 | (x >> 14)),
+            };
+            assert_eq!(t.lookup(dst), scan(dst), "{dst:?}");
+        }
     }
 }
