@@ -112,7 +112,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         seed: a.seed,
         transport_params,
         scale_time_params: false,
-        threads: a.threads,
+        threads: emu_orchestrator::experiment::Threads::Exactly(a.threads),
         warmup,
         slowdown,
         workload: Some(WorkloadOptions { cdf: crate::load_cdf(&a.workload)?, load: 0.5, flows: Some(a.flows), duration: Nanos::MAX }),

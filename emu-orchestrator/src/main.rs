@@ -61,7 +61,7 @@ enum Command {
     Topologies,
     /// Run traffic on a topology in virtual time and write summary.json.
     #[command(
-        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000\n  weft run fat-tree-k8 --workload alistorage --flows 20000 --threads 2   # same results as 1 thread"
+        after_help = "Examples:\n  weft run                                     # embedded default: leaf-spine-2x4, permutation\n  weft run leaf-spine-8x8 --traffic all-to-all --flow-size 100KB\n  weft run fat-tree-k4 --traffic incast:8 --pfc --flow-size 2MB\n  weft run leaf-spine-2x4 --traffic permutation --rate 10Gbps --duration 2ms\n  weft run my.toml --scheme ecmp --set ecmp.use_ports=false --seed 7 --out results/\n  weft run leaf-spine-8x8 --workload alistorage --load 0.5 --flows 2000\n  weft run fat-tree-k8 --workload alistorage --flows 20000 --threads 1   # one core; default auto: a thread per pod, the same results"
     )]
     Run(Box<RunArgs>),
     /// Run a workload for several schemes x loads and print the paper-style table.

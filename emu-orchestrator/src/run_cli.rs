@@ -9,7 +9,7 @@ use emu_node::metrics::openmetrics::{EngineMetrics, OpenMetricsRecorder};
 use emu_node::time::{format_duration, Nanos};
 use emu_orchestrator::config::topology::{Topology, DEFAULT};
 use emu_orchestrator::config::units::{parse_duration, parse_rate, parse_size};
-use emu_orchestrator::experiment::{self, RealTimeOptions, RunOptions, RunOutcome, WorkloadOptions};
+use emu_orchestrator::experiment::{self, RealTimeOptions, RunOptions, RunOutcome, Threads, WorkloadOptions};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -179,9 +179,11 @@ pub(crate) struct RunArgs {
     metrics_start: Option<u64>,
     /// Virtual time: run the fabric on N threads (partitions by leaf or
     /// pod, synchronised every smallest link delay between them; the
-    /// results are the same for every N).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    threads: usize,
+    /// results are the same for every N). `auto`: one thread per leaf or
+    /// pod with hosts, at most the cores this process may use. Given twice,
+    /// the last one counts.
+    #[arg(long, default_value = "auto", value_name = "N|auto", overrides_with = "threads")]
+    threads: Threads,
     /// Output directory for summary.json.
     #[arg(long, default_value = "weft-out")]
     out: PathBuf,
@@ -280,9 +282,6 @@ impl RunPlan {
     }
 
     fn virtual_clock(a: &RunArgs) -> Result<Clock> {
-        if a.threads == 0 {
-            bail!("--threads must be at least 1");
-        }
         if a.nodes > 0 {
             bail!("--nodes needs --clock real");
         }
@@ -318,7 +317,7 @@ impl RunPlan {
     }
 
     fn real_clock(a: &RunArgs) -> Result<Clock> {
-        if a.threads != 1 {
+        if matches!(a.threads, Threads::Exactly(n) if n != 1) {
             bail!("--threads runs a virtual-time fabric on several threads; in real time every node is an actor already (use --nodes N for processes)");
         }
         if a.metrics_out.is_some() {

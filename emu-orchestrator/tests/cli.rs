@@ -638,6 +638,38 @@ fn down_keeps_the_state_file_while_a_leftover_remains_and_a_later_down_retries()
     let _ = std::fs::remove_dir_all(&st);
 }
 
+/// `--threads` defaults to `auto`: one thread per leaf with hosts (8 on
+/// leaf-spine-8x8), at most the cores; the results are the bytes of one
+/// thread.
+#[test]
+fn threads_auto_is_the_default_and_gives_the_bytes_of_one_thread() {
+    let d = tmp("threads-auto");
+    let run = |extra: &[&str], out: &str| -> String {
+        let out = d.join(out);
+        let mut args = vec!["run", "leaf-spine-8x8", "--traffic", "permutation", "--rate", "10Gbps", "--duration", "200us"];
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = weft(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned() + &stderr(&o)
+    };
+    let auto = run(&[], "auto");
+    let one = run(&["--threads", "1"], "one");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let expected = cores.min(8);
+    if expected > 1 {
+        assert!(auto.contains(&format!("on {expected} threads")), "auto: {expected} threads on {cores} cores\n{auto}");
+    }
+    assert!(!one.contains(" threads:"), "{one}");
+    for f in ["summary.json", "flows.csv"] {
+        let (a, b) = (std::fs::read(d.join("auto").join(f)).unwrap(), std::fs::read(d.join("one").join(f)).unwrap());
+        assert!(a == b, "{f}: the same bytes with auto and one thread");
+    }
+    let o = weft(&["run", "--threads", "0", "--out", d.join("zero").to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("give a number of at least 1, or `auto`"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `--routing-update`: a link failure far from the senders (an edge's
 /// uplink in the destination pod) black-holes the ECMP flows that hash onto
 /// it, for good (TCP retransmits on the same 5-tuple); with routing updates
@@ -662,7 +694,7 @@ fn routing_updates_let_ecmp_route_around_a_remote_failure() {
         s["switches"].as_array().unwrap().iter().map(|sw| sw["counters"]["route_updates"].as_u64().unwrap_or(0)).sum()
     };
     let without = run(&[], "without");
-    let with = run(&["--routing-update", "100us"], "with");
+    let with = run(&["--routing-update", "100us", "--threads", "1"], "with");
     let flows = with["flows"].as_array().unwrap().len();
     assert!(done(&without) < flows, "the failure black-holes some ECMP flows: {} of {flows} done", done(&without));
     assert_eq!(updates(&without), 0);

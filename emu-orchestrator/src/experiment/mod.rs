@@ -33,6 +33,52 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How many threads a virtual-time run uses (`--threads N|auto`). The
+/// results are the same for every count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    /// One per leaf or pod with hosts, at most the cores this process may
+    /// use ([`emu_node::engine::partition::auto_threads`]).
+    Auto,
+    /// Up to this many (the engine may use fewer: [`Engine::with_threads`]).
+    Exactly(usize),
+}
+
+impl Threads {
+    /// The count for `fabric`.
+    pub fn count(self, fabric: &FabricSpec) -> usize {
+        match self {
+            Threads::Exactly(n) => n,
+            Threads::Auto => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                emu_node::engine::partition::auto_threads(fabric, cores)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Threads {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Threads::Auto),
+            _ => match s.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Threads::Exactly(n)),
+                _ => Err(format!("`{s}` is not a thread count: give a number of at least 1, or `auto`")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Threads::Auto => f.write_str("auto"),
+            Threads::Exactly(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -83,7 +129,7 @@ pub struct RunOptions {
     pub flow_list: Option<(String, String)>,
     /// Virtual time: threads the fabric runs on (the engine may use fewer,
     /// see [`Engine::with_threads`]); results do not depend on it.
-    pub threads: usize,
+    pub threads: Threads,
     /// Virtual time: once this is set (Ctrl-C), the run stops at its next
     /// progress step and returns what it has, marked incomplete
     /// ([`Summary::incomplete`]); a comparison starts no further run.
@@ -324,7 +370,7 @@ impl Default for RunOptions {
             slowdown: SlowdownDefinition::default(),
             workload: None,
             flow_list: None,
-            threads: 1,
+            threads: Threads::Exactly(1),
             interrupt: None,
             stall_timeout: StallTimeout::Auto,
             routing_update: None,
@@ -591,7 +637,8 @@ impl Prepared {
     /// added (in plan order, each source host re-armed after its flow).
     /// Virtual time leaves the RoCE ICRC out ([`RoceConfig::icrc`]): no
     /// consumer outside weft sees these frames.
-    pub fn engine(&self, threads: usize) -> Result<Engine, RunError> {
+    pub fn engine(&self, threads: Threads) -> Result<Engine, RunError> {
+        let threads = threads.count(&self.fabric);
         let mut cfg = self.node_config.clone();
         if let HostTransport::Roce(rc) = &mut cfg.transport {
             rc.icrc = false;

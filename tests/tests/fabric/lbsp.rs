@@ -296,7 +296,7 @@ fn aggregation_partners_change_state_together() {
         ..RunOptions::default()
     };
     opts.scheme_params.entry("lbsp".into()).or_default().insert("degraded_below".into(), "0.01".into());
-    let mut e = experiment::prepare(&topo, &opts).expect("prepare").engine(1).expect("engine");
+    let mut e = experiment::prepare(&topo, &opts).expect("prepare").engine(experiment::Threads::Exactly(1)).expect("engine");
     let state = |e: &Engine, name: &str| switch(e, &topo, name).register_value("lbsp_state", 0).expect("lbsp_state");
     let (mut samples, mut differ, mut moved) = (0, 0, 0);
     for step in 1..=400u64 {

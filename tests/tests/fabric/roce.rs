@@ -215,7 +215,8 @@ fn a_flow_cut_in_a_congestion_episode_recovers_within_the_time_the_dcqcn_rules_i
         flow_list: Some(("two.txt".into(), "2\n0 2 3 300000 0\n1 2 3 40000000 0\n".into())),
         ..RunOptions::default()
     };
-    let mut e = emu_orchestrator::experiment::prepare(&topo, &opts).unwrap().engine(1).unwrap();
+    let mut e =
+        emu_orchestrator::experiment::prepare(&topo, &opts).unwrap().engine(emu_orchestrator::experiment::Threads::Exactly(1)).unwrap();
     let h1 = topo.fabric.node_by_name("h1").unwrap();
     let cfg = emu_node::host::roce::DcqcnConfig::default();
     let line = 100e9;

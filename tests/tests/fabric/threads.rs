@@ -7,13 +7,13 @@
 
 use crate::{link_down, shipped};
 use emu_orchestrator::config::topology::Topology;
-use emu_orchestrator::experiment::{self, RunOptions, Transport, WorkloadOptions};
+use emu_orchestrator::experiment::{self, RunOptions, Threads, Transport, WorkloadOptions};
 
 /// Runs `opts` on `topology` on `threads` threads; returns the outputs and
 /// the threads the engine used.
 fn outputs(topology: &str, opts: &RunOptions, threads: usize) -> (String, String, usize) {
     let topo = Topology::parse("test.toml", topology).expect("topology");
-    let opts = RunOptions { threads, ..opts.clone() };
+    let opts = RunOptions { threads: Threads::Exactly(threads), ..opts.clone() };
     let o = experiment::run(&topo, &opts, &mut |_, _| {}).expect("run");
     crate::check_invariants(&opts, &o);
     (o.summary.to_json(), o.summary.flows_csv(), o.threads)
@@ -89,7 +89,7 @@ fn a_fabric_without_cuttable_links_runs_on_one_thread() {
                 [[link]]\na = \"a\"\nb = \"s\"\nrate = \"10Gbps\"\ndelay = \"1us\"\n\
                 [[link]]\na = \"b\"\nb = \"s\"\nrate = \"10Gbps\"\ndelay = \"1us\"\n";
     let topo = Topology::parse("one.toml", topo).expect("topology");
-    let opts = RunOptions { flow_size: 50_000, threads: 4, ..RunOptions::default() };
+    let opts = RunOptions { flow_size: 50_000, threads: Threads::Exactly(4), ..RunOptions::default() };
     let o = experiment::run(&topo, &opts, &mut |_, _| {}).expect("run");
     assert_eq!(o.threads, 1);
     assert!(o.summary.flows.iter().all(|f| f.bytes_delivered == 50_000), "both flows delivered");

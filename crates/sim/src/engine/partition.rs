@@ -14,6 +14,9 @@
 //! 3. assignment: largest unit first, each to the lightest partition (ties:
 //!    the lower index), so the same fabric always gives the same partitions.
 //!
+//! [`auto_threads`] chooses the count when the user leaves it to weft: one
+//! thread per unit that holds hosts, at most the cores.
+//!
 //! Invariants: every node is in exactly one partition; no partition is
 //! empty (fewer units than threads gives fewer partitions); a link of delay
 //! 0 never joins two partitions, so the lookahead is at least 1 ns.
@@ -54,13 +57,9 @@ impl Units {
     }
 }
 
-/// Splits `fabric` into at most `threads` partitions (see the module doc).
-pub fn partition(fabric: &FabricSpec, threads: usize) -> Partitioning {
+/// The units of `fabric` (module doc, step 1).
+fn units(fabric: &FabricSpec) -> Units {
     let n = fabric.nodes.len();
-    let one = Partitioning { part_of: vec![0; n], parts: 1, lookahead: Nanos::MAX };
-    if threads <= 1 || n == 0 {
-        return one;
-    }
     let role = |i: usize| fabric.nodes[i].as_switch().map(|s| s.role);
     let has = |r: SwitchRole| (0..n).any(|i| role(i) == Some(r));
     let top = if has(SwitchRole::Core) {
@@ -82,6 +81,31 @@ pub fn partition(fabric: &FabricSpec, threads: usize) -> Partitioning {
             units.join(a, b);
         }
     }
+    units
+}
+
+/// The thread count of `--threads auto`: one per unit that holds hosts (a
+/// leaf or a pod with its hosts), at most `cores`, at least 1. A spine or
+/// core switch joins one of those partitions instead of taking a thread of
+/// its own: it handles a fraction of a leaf's frames, and every thread
+/// more is one more party to wait for at every round.
+pub fn auto_threads(fabric: &FabricSpec, cores: usize) -> usize {
+    let mut units = units(fabric);
+    let mut with_hosts: Vec<usize> =
+        (0..fabric.nodes.len()).filter(|&i| fabric.nodes[i].as_switch().is_none()).map(|i| units.find(i)).collect();
+    with_hosts.sort_unstable();
+    with_hosts.dedup();
+    with_hosts.len().min(cores).max(1)
+}
+
+/// Splits `fabric` into at most `threads` partitions (see the module doc).
+pub fn partition(fabric: &FabricSpec, threads: usize) -> Partitioning {
+    let n = fabric.nodes.len();
+    let one = Partitioning { part_of: vec![0; n], parts: 1, lookahead: Nanos::MAX };
+    if threads <= 1 || n == 0 {
+        return one;
+    }
+    let mut units = units(fabric);
     // Units in order of their root (the smallest node index), with weights.
     let mut weight = vec![0u64; n];
     for i in 0..n {
@@ -145,6 +169,20 @@ mod tests {
         let p = partition(&f, 8);
         assert_eq!(p.parts, 3);
         assert!((0..3).all(|q| p.part_of.contains(&q)), "no partition is empty");
+    }
+
+    #[test]
+    fn auto_takes_one_thread_per_leaf_with_hosts_at_most_the_cores() {
+        // Two leaves with hosts and four spines: two units hold hosts.
+        let f = leaf_pair(4, 4, BitRate::gbps(100));
+        assert_eq!(auto_threads(&f, 16), 2);
+        assert_eq!(auto_threads(&f, 1), 1);
+        assert_eq!(auto_threads(&f, 0), 1, "at least one thread");
+        let mut joined = f.clone();
+        for l in &mut joined.links {
+            l.delay = 0;
+        }
+        assert_eq!(auto_threads(&joined, 16), 1, "zero-delay links join everything into one unit");
     }
 
     #[test]
