@@ -40,6 +40,14 @@ impl BitRate {
         if self.0 == 0 {
             return Nanos::MAX;
         }
+        // A frame's bits × 10^9 fit in 64 bits (up to 2.3 GB): a 64-bit
+        // division, where the 128-bit one is a call into a slow routine
+        // on every packet a port or a host paces. The same value.
+        if let Ok(bits) = u64::try_from(bits) {
+            if let Some(num) = bits.checked_mul(1_000_000_000) {
+                return num.div_ceil(self.0);
+            }
+        }
         let num = bits * 1_000_000_000u128;
         let rate = self.0 as u128;
         num.div_ceil(rate).min(Nanos::MAX as u128) as Nanos
@@ -96,5 +104,23 @@ mod tests {
         // 1 byte at 3 bit/s = 8/3 s -> rounded up.
         assert_eq!(BitRate(3).serialization_ns(1), 2_666_666_667);
         assert_eq!(BitRate::gbps(25).serialization_ns(1048), 336); // 335.36 -> 336
+    }
+
+    #[test]
+    fn the_64_bit_path_gives_the_128_bit_value() {
+        let wide = |r: BitRate, bits: u128| (bits * 1_000_000_000).div_ceil(r.0 as u128).min(Nanos::MAX as u128) as Nanos;
+        let mut x: u64 = 7;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let rate = BitRate((x >> 20) % 400_000_000_000 + 1);
+            let bits = ((x >> 7) % 200_000) as u128;
+            assert_eq!(rate.serialization_ns_bits(bits), wide(rate, bits), "{bits} bits at {} bit/s", rate.0);
+        }
+        // Around the edge of the 64-bit path, and beyond it.
+        for bits in [u64::MAX as u128 / 1_000_000_000, u64::MAX as u128 / 1_000_000_000 + 1, u64::MAX as u128, 1u128 << 80] {
+            for rate in [BitRate(1), BitRate::gbps(100), BitRate(u64::MAX)] {
+                assert_eq!(rate.serialization_ns_bits(bits), wide(rate, bits));
+            }
+        }
     }
 }

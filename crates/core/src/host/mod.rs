@@ -68,6 +68,7 @@ macro_rules! host_common {
 pub(crate) use host_common;
 
 pub mod nic;
+pub mod rank_set;
 pub mod roce;
 pub mod tcp;
 pub mod udp;

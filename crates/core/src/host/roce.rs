@@ -70,6 +70,7 @@
 //! (one-way, the base FCT's convention in [`crate::fct`]).
 
 use super::nic::{HostError, Nic};
+use super::rank_set::RankSet;
 use super::SizedFlow;
 use crate::fabric::NodeSpec;
 use crate::transmit::Transmit;
@@ -435,9 +436,9 @@ pub struct RoceHost {
     /// QP number of each of `send` (same order): the ACK path's search
     /// reads 4 bytes per QP here instead of a QP's cache line.
     send_qpns: Vec<u32>,
-    /// Indices of the QPs not yet fully acknowledged, in index order
-    /// (started or not): the round robin's positions.
-    unfinished: Vec<usize>,
+    /// Indices of the QPs not yet fully acknowledged (started or not): the
+    /// round robin's positions are their ranks in index order.
+    unfinished: RankSet,
     /// The started ones among them (start time reached at a wake-up), in
     /// index order: the only QPs a wake-up looks at.
     started: Vec<usize>,
@@ -456,6 +457,44 @@ pub struct RoceHost {
 }
 
 super::host_common!(RoceHost);
+
+/// Position of `x` in the sorted `keys`, if there. A host's QP numbers
+/// are the run's flow ids of its own flows, spread about evenly over all
+/// ids, so a guess by interpolation lands within a few entries and a
+/// galloping search from it reads a cache line or two, where a binary
+/// search over thousands of QPs misses on its last steps.
+fn find_sorted(keys: &[u32], x: u32) -> Option<usize> {
+    let (&first, &last) = (keys.first()?, keys.last()?);
+    if x < first || x > last {
+        return None;
+    }
+    let n = keys.len();
+    let guess = if last == first { 0 } else { ((x - first) as u64 * (n - 1) as u64 / (last - first) as u64) as usize };
+    // Gallop from the guess to a range [lo, hi) that holds the first key >= x.
+    let (mut lo, mut hi);
+    if keys[guess] < x {
+        let mut step = 1;
+        lo = guess + 1;
+        hi = guess + 1 + step;
+        while hi < n && keys[hi - 1] < x {
+            lo = hi;
+            step *= 2;
+            hi = lo + step;
+        }
+        hi = hi.min(n);
+    } else {
+        let mut step = 1;
+        hi = guess + 1;
+        lo = guess.saturating_sub(step);
+        while lo > 0 && keys[lo] >= x {
+            hi = lo + 1;
+            step *= 2;
+            lo = lo.saturating_sub(step);
+        }
+    }
+    let i = lo + keys[lo..hi].partition_point(|&k| k < x);
+    (keys.get(i) == Some(&x)).then_some(i)
+}
 
 impl SendQp {
     /// The DCQCN reaction-point state (as of the QP's last send or CNP).
@@ -491,7 +530,7 @@ impl RoceHost {
             cfg,
             send: Vec::new(),
             send_qpns: Vec::new(),
-            unfinished: Vec::new(),
+            unfinished: RankSet::default(),
             started: Vec::new(),
             pending: Default::default(),
             rr: 0,
@@ -547,7 +586,8 @@ impl RoceHost {
         });
         self.send_qpns.push(flow.id.0 + 1);
         let i = self.send.len() - 1;
-        self.unfinished.push(i);
+        debug_assert_eq!(self.unfinished.capacity(), i, "QPs are added in index order");
+        self.unfinished.push();
         self.pending[(flow.dscp >> 3) as usize % 8].push(Reverse((flow.start, i)));
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
     }
@@ -599,8 +639,7 @@ impl RoceHost {
     }
 
     fn qp_index(&self, qpn: u32) -> Option<usize> {
-        let i = self.send_qpns.partition_point(|&q| q < qpn);
-        (*self.send_qpns.get(i)? == qpn).then_some(i)
+        find_sorted(&self.send_qpns, qpn)
     }
 
     fn on_ack(&mut self, now: Nanos, qpn: u32, psn: u32, aeth: Option<Aeth>) {
@@ -887,9 +926,7 @@ impl RoceHost {
         self.started.retain(|&i| {
             let done = send[i].snd_una >= send[i].packets;
             if done {
-                if let Ok(at) = unfinished.binary_search(&i) {
-                    unfinished.remove(at);
-                }
+                unfinished.remove(i);
             }
             !done
         });
@@ -903,7 +940,7 @@ impl RoceHost {
         if n == 0 || self.started.is_empty() {
             return None;
         }
-        let first = self.unfinished[self.rr % n];
+        let first = self.unfinished.select(self.rr % n)?;
         let from = self.started.partition_point(|&j| j < first);
         let m = self.started.len();
         (0..m).map(|k| self.started[(from + k) % m]).find(|&i| self.next_packet(i, now).is_some())
@@ -994,7 +1031,8 @@ impl RoceHost {
                             }
                             qp.max_in_flight = qp.max_in_flight.max(in_flight + if retx { 0 } else { len as u64 });
                             qp.next_send = now + BitRate(qp.rate.max(1.0) as u64).serialization_ns(len);
-                            self.rr = (self.unfinished.binary_search(&i).unwrap_or(0) + 1) % n.max(1);
+                            let at = if self.unfinished.contains(i) { self.unfinished.rank(i) } else { 0 };
+                            self.rr = (at + 1) % n.max(1);
                         }
                     }
                 }
@@ -1059,6 +1097,38 @@ mod tests {
     use super::*;
 
     const LINE: f64 = 100e9;
+
+    /// The interpolating search finds what a binary search finds, on even,
+    /// clustered and tiny key sets, for present and absent keys.
+    #[test]
+    fn find_sorted_is_a_binary_search() {
+        let mut x: u64 = 3;
+        let mut rand = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m.max(1)
+        };
+        let mut sets: Vec<Vec<u32>> = vec![vec![], vec![5], vec![5, 6], vec![1, 1_000_000], (0..100).collect()];
+        for _ in 0..40 {
+            let n = rand(3000) as usize + 1;
+            let spread = [4, 1000, 1 << 30][rand(3) as usize];
+            let mut keys: Vec<u32> = (0..n).map(|_| rand(spread) as u32).collect();
+            // Clustered: a dense run in a sparse set.
+            if rand(2) == 0 {
+                keys.extend((0..rand(500) as u32).map(|k| 7_000 + k));
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            sets.push(keys);
+        }
+        for keys in &sets {
+            let max = keys.last().map_or(10, |&k| k as u64 + 10);
+            let probes: Vec<u32> = keys.iter().copied().chain((0..200).map(|_| rand(max + 1) as u32)).collect();
+            for q in probes {
+                let want = keys.binary_search(&q).ok();
+                assert_eq!(find_sorted(keys, q), want, "{q} in {} keys", keys.len());
+            }
+        }
+    }
 
     /// Drives one QP's DCQCN state: CNPs at `cnps` (ns), then reads the
     /// state at `at`.
