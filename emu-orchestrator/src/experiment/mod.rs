@@ -70,15 +70,6 @@ impl std::str::FromStr for Threads {
     }
 }
 
-impl std::fmt::Display for Threads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Threads::Auto => f.write_str("auto"),
-            Threads::Exactly(n) => write!(f, "{n}"),
-        }
-    }
-}
-
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
