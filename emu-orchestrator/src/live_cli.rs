@@ -68,7 +68,9 @@ pub struct UpArgs {
     #[arg(long, value_name = "FILE")]
     pub placement: Option<PathBuf>,
     /// Transport between emu-node processes: quic (TLS 1.3, fabric
-    /// certificate) or udp (fabric tag only).
+    /// certificate) or udp (plain datagrams). Either way each datagram is
+    /// sealed with the fabric's link key, or carries its loopback token
+    /// between processes of one machine.
     #[arg(long, default_value = "quic")]
     pub links: String,
     /// Scheme for every switch (default: as in the topology).

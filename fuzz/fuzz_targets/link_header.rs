@@ -2,7 +2,7 @@
 //! network can send to a link socket), their authentication tag check and
 //! the sequence accounting and replay window fed by them: nothing may
 //! panic, a parsed header re-emits to the same bytes, no datagram the
-//! fuzzer makes carries a valid tag.
+//! fuzzer makes carries a valid tag or loopback token.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

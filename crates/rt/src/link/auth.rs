@@ -23,10 +23,24 @@
 //! [`ReplayWindow`] of its link direction, so a datagram captured on the
 //! network and sent again is refused as a replay.
 //!
-//! Invariants: a datagram whose tag does not verify is never delivered and
-//! never changes any state but a counter; each sequence number of a link
-//! direction is delivered at most once; the comparison of tags takes the
-//! same time whatever the bytes.
+//!
+//! Between processes of one machine the seal buys nothing and costs most of
+//! a link's CPU (BENCHMARKS.md, "Loopback links without the seal"): a
+//! datagram sent to a loopback address never leaves the machine, and only
+//! root can read the loopback device, so no one who lacks the secret can
+//! see it or change it in flight. Such a datagram ([`Protection::Loopback`])
+//! ends with a [`TAG_LEN`]-byte loopback token instead of the tag (an HMAC
+//! of the secret, so the token does not reveal the key, and is as hard to
+//! guess as a tag), its frame in clear, and bit
+//! [`LOOPBACK_FLAG`] of its direction byte set. A sender uses it only
+//! towards a loopback address, so the token never crosses a network; a
+//! receiver accepts either kind and checks each as its flag says.
+//!
+//! Invariants: a datagram whose tag or token does not verify is never
+//! delivered and never changes any state but a counter; each sequence
+//! number of a link direction is delivered at most once; the comparison of
+//! tags and tokens takes the same time whatever the bytes; the loopback
+//! token is only ever sent to a loopback address.
 
 use super::header::HEADER_LEN;
 use serde::{Deserialize, Serialize};
@@ -54,9 +68,41 @@ impl LinkSecret {
     }
 }
 
-/// The key that signs and checks datagrams.
+/// Bit of the header's direction byte that marks a datagram ending with
+/// the loopback token rather than a seal's tag.
+pub const LOOPBACK_FLAG: u8 = 0x80;
+
+/// How a datagram is protected on its way to the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// AES-256-GCM: frame encrypted, header and frame authenticated.
+    Sealed,
+    /// The loopback token appended, frame in clear: only towards a
+    /// loopback address (see the module doc).
+    Loopback,
+}
+
+impl Protection {
+    /// What a datagram to `peer` needs: [`Protection::Loopback`] for a
+    /// loopback address (IPv4-mapped ones included), else sealed.
+    pub fn towards(peer: std::net::IpAddr) -> Self {
+        if peer.to_canonical().is_loopback() {
+            Protection::Loopback
+        } else {
+            Protection::Sealed
+        }
+    }
+}
+
+/// The key that signs and checks datagrams, and the loopback token derived
+/// from the same secret.
 #[derive(Clone)]
-pub struct LinkKey(std::sync::Arc<ring::aead::LessSafeKey>);
+pub struct LinkKey(std::sync::Arc<Keys>);
+
+struct Keys {
+    aead: ring::aead::LessSafeKey,
+    loopback_token: [u8; TAG_LEN],
+}
 
 impl std::fmt::Debug for LinkKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,7 +134,26 @@ impl LinkKey {
         // A 32-byte key is what AES-256-GCM takes: this cannot fail.
         let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &secret.0)
             .unwrap_or_else(|_| unreachable!("AES-256-GCM takes a 32-byte key"));
-        LinkKey(std::sync::Arc::new(ring::aead::LessSafeKey::new(unbound)))
+        let mac = ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret.0), b"weft link loopback token");
+        let mut token = [0u8; TAG_LEN];
+        token.copy_from_slice(&mac.as_ref()[..TAG_LEN]);
+        LinkKey(std::sync::Arc::new(Keys { aead: ring::aead::LessSafeKey::new(unbound), loopback_token: token }))
+    }
+
+    /// Protects a datagram (a link header and a frame) as `how` says: seals
+    /// it, or marks it and appends the loopback token. A datagram without a
+    /// whole header is left as it is (a receiver refuses it).
+    pub fn protect(&self, datagram: &mut Vec<u8>, how: Protection) {
+        match how {
+            Protection::Sealed => self.seal(datagram),
+            Protection::Loopback => {
+                if datagram.len() < HEADER_LEN {
+                    return;
+                }
+                datagram[3] |= LOOPBACK_FLAG;
+                datagram.extend_from_slice(&self.0.loopback_token);
+            }
+        }
     }
 
     /// Seals a datagram (a link header and a frame): encrypts the frame in
@@ -98,21 +163,35 @@ impl LinkKey {
         let Some(n) = nonce_of(datagram) else { return };
         let (header, frame) = datagram.split_at_mut(HEADER_LEN);
         // Sealing cannot fail below GCM's 64 GiB limit.
-        if let Ok(tag) = self.0.seal_in_place_separate_tag(n, ring::aead::Aad::from(&header[..]), frame) {
+        if let Ok(tag) = self.0.aead.seal_in_place_separate_tag(n, ring::aead::Aad::from(&header[..]), frame) {
             datagram.extend_from_slice(tag.as_ref());
         }
     }
 
-    /// Opens a sealed datagram in place: the link header and the frame in
-    /// clear (the tag cut off), or `None` if the tag does not verify
-    /// (checked in constant time by `ring`).
+    /// Opens a datagram in place, sealed or with the loopback token as its
+    /// flag says: the link header (flag cleared) and the frame in clear,
+    /// the tag or token cut off; `None` if it does not verify (checked in
+    /// constant time, by `ring` for a tag).
     pub fn open<'a>(&self, datagram: &'a mut [u8]) -> Option<&'a mut [u8]> {
-        let n = nonce_of(datagram)?;
         let len = datagram.len().checked_sub(TAG_LEN).filter(|l| *l >= HEADER_LEN)?;
+        if datagram[3] & LOOPBACK_FLAG != 0 {
+            if !constant_time_eq(&datagram[len..], &self.0.loopback_token) {
+                return None;
+            }
+            datagram[3] &= !LOOPBACK_FLAG;
+            return Some(&mut datagram[..len]);
+        }
+        let n = nonce_of(datagram)?;
         let (header, sealed) = datagram.split_at_mut(HEADER_LEN);
-        self.0.open_in_place(n, ring::aead::Aad::from(&header[..]), sealed).ok()?;
+        self.0.aead.open_in_place(n, ring::aead::Aad::from(&header[..]), sealed).ok()?;
         Some(&mut datagram[..len])
     }
+}
+
+/// Whether `a` and `b` are equal, in a time that depends on their lengths
+/// only.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && std::hint::black_box(a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y))) == 0
 }
 
 /// Which sequence numbers of one link direction were delivered, as IPsec's
@@ -182,6 +261,53 @@ mod tests {
         let mut short = b"no header".to_vec();
         key(1).seal(&mut short);
         assert_eq!(short, b"no header", "nothing to seal without a header");
+    }
+
+    #[test]
+    fn a_loopback_datagram_opens_with_its_token_only() {
+        let mut d = Vec::new();
+        crate::link::header::LinkHeader { dir: 1, fabric: 9, link: 4, seq: 77, due: 5, sent: 0 }.emit(b"a frame of some bytes", &mut d);
+        let clear = d.clone();
+        key(1).protect(&mut d, Protection::Loopback);
+        assert_eq!(d.len(), clear.len() + TAG_LEN);
+        assert_eq!(d[3], 1 | LOOPBACK_FLAG, "the flag is set on the direction byte");
+        assert_eq!(d[HEADER_LEN..clear.len()], clear[HEADER_LEN..], "the frame travels in clear");
+        assert_eq!(key(1).open(&mut d.clone()).map(|b| b.to_vec()), Some(clear.clone()), "the flag is cleared again");
+        assert_eq!(key(2).open(&mut d.clone()), None, "another fabric's token");
+        for i in clear.len()..d.len() {
+            let mut x = d.clone();
+            x[i] ^= 1;
+            assert_eq!(key(1).open(&mut x), None, "token bit flipped at {i}");
+        }
+        let mut unflagged = d.clone();
+        unflagged[3] &= !LOOPBACK_FLAG;
+        assert_eq!(key(1).open(&mut unflagged), None, "a token is not a seal's tag");
+        let mut sealed = clear.clone();
+        key(1).protect(&mut sealed, Protection::Sealed);
+        sealed[3] |= LOOPBACK_FLAG;
+        assert_eq!(key(1).open(&mut sealed), None, "a seal's tag is not the token");
+        assert_ne!(&d[clear.len()..], &LinkSecret([1; 32]).0[..TAG_LEN], "the token is not the secret");
+        let mut short = b"no header".to_vec();
+        key(1).protect(&mut short, Protection::Loopback);
+        assert_eq!(short, b"no header");
+    }
+
+    #[test]
+    fn only_a_loopback_peer_gets_the_token() {
+        use std::net::IpAddr;
+        for (ip, how) in [
+            ("127.0.0.1", Protection::Loopback),
+            ("127.3.2.1", Protection::Loopback),
+            ("::1", Protection::Loopback),
+            ("::ffff:127.0.0.1", Protection::Loopback),
+            ("10.0.0.2", Protection::Sealed),
+            ("192.168.1.1", Protection::Sealed),
+            ("0.0.0.0", Protection::Sealed),
+            ("::ffff:10.0.0.2", Protection::Sealed),
+            ("fe80::1", Protection::Sealed),
+        ] {
+            assert_eq!(Protection::towards(ip.parse::<IpAddr>().unwrap()), how, "{ip}");
+        }
     }
 
     #[test]

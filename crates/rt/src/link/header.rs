@@ -9,7 +9,9 @@
 //! ```
 //!
 //! `dir` is 0 for frames from the link's `a` end to its `b` end, 1 for the
-//! reverse. `fabric` is a tag derived from the fabric token, so datagrams
+//! reverse; on the wire its bit 7 says the datagram ends with the loopback
+//! token instead of a seal ([`super::auth::LOOPBACK_FLAG`], cleared by the
+//! receiver once it has checked the token). `fabric` is a tag derived from the fabric token, so datagrams
 //! from another fabric (or anyone else) are dropped. `sequence` counts
 //! frames per link direction from 0, so the receiver tells transport loss
 //! and reordering apart from drops the emulated fabric makes. `due` is the
@@ -19,7 +21,7 @@
 //! datagram to the network, so the receiver measures the underlay's
 //! one-way latency (arrival − sent) of every frame. All fields big-endian. The view checks its length
 //! before any access (smoltcp style); nothing here panics on bad input.
-//! On the wire every datagram ends with the tag of [`super::auth`] (not part
+//! On the wire every datagram ends with the tag (or loopback token) of [`super::auth`] (not part
 //! of what [`LinkHeader::parse`] sees: the receiver strips it once it has
 //! checked it). Version 3: version 2 had no `sent`, version 1 no tag.
 

@@ -8,13 +8,14 @@
 //! quinn.
 //!
 //! Invariants: sequence numbers count per link direction from 0; every
-//! datagram carries the tag of the fabric's [`LinkKey`] ([`super::auth`]);
-//! a datagram with a bad header, another fabric tag, a tag that does not
+//! datagram carries the tag of the fabric's [`LinkKey`], or its loopback
+//! token when the peer is a loopback address ([`super::auth`]); a datagram
+//! with a bad header, another fabric tag, a tag or token that does not
 //! verify, an unknown link or a sequence number already delivered is
 //! counted and dropped, never delivered; a frame is never delivered before
 //! its due time.
 
-use super::auth::{LinkKey, ReplayWindow};
+use super::auth::{LinkKey, Protection, ReplayWindow};
 use super::header::{LinkHeader, SequenceTracker};
 use crate::clock::DeadlineScheduler;
 use crate::inbox::InboxSender;
@@ -48,6 +49,8 @@ struct SenderInner {
     seq: AtomicU64,
     fabric: u32,
     key: LinkKey,
+    /// Sealed, or the loopback token for a peer on this machine.
+    how: Protection,
     path: Path,
 }
 
@@ -58,14 +61,26 @@ pub struct RemoteSender {
 }
 
 impl RemoteSender {
-    /// Over UDP from `socket` to `peer`, signing with `key`.
+    /// Over UDP from `socket` to `peer`, protected with `key` (sealed, or
+    /// the loopback token when `peer` is a loopback address).
     pub fn udp(fabric: u32, key: LinkKey, socket: Arc<tokio::net::UdpSocket>, peer: SocketAddr) -> Self {
-        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, key, path: Path::Udp { socket, peer } }) }
+        Self::udp_protected(fabric, key, socket, peer, Protection::towards(peer.ip()))
     }
-    /// Over datagrams of a QUIC connection, signing with `key` (QUIC
-    /// protects them on the wire; the tag keeps one check for every path).
+    /// Over UDP as [`RemoteSender::udp`], protected as `how` says (tests
+    /// seal datagrams to a loopback address this way).
+    pub fn udp_protected(fabric: u32, key: LinkKey, socket: Arc<tokio::net::UdpSocket>, peer: SocketAddr, how: Protection) -> Self {
+        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, key, how, path: Path::Udp { socket, peer } }) }
+    }
+    /// Over datagrams of a QUIC connection, protected with `key` as over
+    /// UDP (QUIC protects them on the wire, but its server does not
+    /// authenticate clients; the tag keeps one check for every path).
     pub fn quic(fabric: u32, key: LinkKey, conn: quinn::Connection) -> Self {
-        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, key, path: Path::Quic(conn) }) }
+        let how = Protection::towards(conn.remote_address().ip());
+        RemoteSender { inner: Arc::new(SenderInner { seq: AtomicU64::new(0), fabric, key, how, path: Path::Quic(conn) }) }
+    }
+    /// How this sender's datagrams are protected.
+    pub fn protection(&self) -> Protection {
+        self.inner.how
     }
     /// Sends `frame` with header `h` (fabric tag and sequence filled in);
     /// `buf` is scratch space.
@@ -75,13 +90,13 @@ impl RemoteSender {
         match &self.inner.path {
             Path::Udp { socket, peer } => {
                 h.emit(frame, buf);
-                self.inner.key.seal(buf);
+                self.inner.key.protect(buf, self.inner.how);
                 socket.try_send_to(buf, *peer)?;
             }
             Path::Quic(c) => {
                 let mut v = Vec::new();
                 h.emit(frame, &mut v);
-                self.inner.key.seal(&mut v);
+                self.inner.key.protect(&mut v, self.inner.how);
                 c.send_datagram(Bytes::from(v))?;
             }
         }
@@ -99,10 +114,10 @@ impl RemoteSender {
             Path::Udp { socket, peer } => {
                 h.fabric = self.inner.fabric;
                 h.seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
-                let key = &self.inner.key;
+                let (key, how) = (&self.inner.key, self.inner.how);
                 match batch.push(socket, *peer, |buf| {
                     h.emit(frame, buf);
-                    key.seal(buf);
+                    key.protect(buf, how);
                 }) {
                     0 => Ok(()),
                     _ => Err(SendError::Udp(std::io::ErrorKind::WouldBlock.into())),
@@ -644,32 +659,71 @@ mod tests {
         }
     }
 
+    /// A UDP link receiver of fabric 9 for link 4, direction 0, on a
+    /// loopback socket, delivering to port 2 of `inbox`.
+    struct TestReceiver {
+        table: Arc<InboundTable>,
+        inbox: Arc<crate::inbox::Inbox>,
+        to: SocketAddr,
+        task: tokio::task::JoinHandle<()>,
+        _sched: crate::clock::SchedulerTask,
+    }
+
+    impl TestReceiver {
+        async fn start(key: &LinkKey) -> Self {
+            use crate::clock::{FabricClock, SchedulerTask};
+            let sched = SchedulerTask::start(FabricClock::starting_now(), std::time::Duration::ZERO).unwrap();
+            let inbox = Arc::new(crate::inbox::Inbox::default());
+            let mut table = InboundTable::new(9, key.clone());
+            table.insert(4, 0, InboxSender::new(inbox.clone(), Arc::new(|| {})), PortId(2));
+            let table = Arc::new(table);
+            let rx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+            let to = rx.local_addr().unwrap();
+            let task = tokio::spawn(run_udp_receiver(rx, table.clone(), sched.scheduler()));
+            TestReceiver { table, inbox, to, task, _sched: sched }
+        }
+
+        /// The refusals by cause, once `n` were counted (or 5 s passed).
+        async fn rejected(&self, n: u64) -> std::collections::BTreeMap<&'static str, u64> {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let counts = || self.table.rejected().into_iter().collect::<std::collections::BTreeMap<_, _>>();
+            while counts().values().sum::<u64>() < n && std::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            counts()
+        }
+
+        /// How many frames reached port 2, each checked to be `frame`.
+        async fn delivered(&self, frame: &[u8]) -> usize {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let mut delivered = 0;
+            while let Some((port, f, _)) = self.inbox.pop() {
+                assert_eq!((port, &f[..]), (PortId(2), frame));
+                delivered += 1;
+            }
+            self.task.abort();
+            delivered
+        }
+    }
+
     /// A datagram with the fabric's tag but a forged MAC, one
     /// signed with another fabric's key, a captured one sent again and a
     /// truncated one are refused and counted by cause; the genuine ones
     /// arrive once each.
     #[tokio::test]
     async fn forged_replayed_and_foreign_key_datagrams_are_refused_and_counted() {
-        use crate::clock::{FabricClock, SchedulerTask};
-        use crate::inbox::Inbox;
         use crate::link::auth::LinkSecret;
         use crate::link::header::HEADER_LEN;
-        let secret = LinkSecret([5; 32]);
-        let key = LinkKey::new(&secret);
-        let sched = SchedulerTask::start(FabricClock::starting_now(), std::time::Duration::ZERO).unwrap();
-        let inbox = Arc::new(Inbox::default());
-        let mut table = InboundTable::new(9, key.clone());
-        table.insert(4, 0, InboxSender::new(inbox.clone(), Arc::new(|| {})), PortId(2));
-        let table = Arc::new(table);
-        let rx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-        let to = rx.local_addr().unwrap();
-        let receiver = tokio::spawn(run_udp_receiver(rx, table.clone(), sched.scheduler()));
+        let key = LinkKey::new(&LinkSecret([5; 32]));
+        let r = TestReceiver::start(&key).await;
+        let to = r.to;
         // A genuine sender, and a tap on the wire: the attacker's socket
-        // gets a copy of each genuine datagram to replay.
+        // gets a copy of each genuine datagram to replay. Sealed, as on a
+        // network (to a loopback address a sender would use the token).
         let tap = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-        let genuine = RemoteSender::udp(9, key.clone(), tx.clone(), to);
-        let copy = RemoteSender::udp(9, key.clone(), tx.clone(), tap.local_addr().unwrap());
+        let genuine = RemoteSender::udp_protected(9, key.clone(), tx.clone(), to, Protection::Sealed);
+        let copy = RemoteSender::udp_protected(9, key.clone(), tx.clone(), tap.local_addr().unwrap(), Protection::Sealed);
         let frame = [0xabu8; 60];
         let h = LinkHeader { dir: 0, fabric: 0, link: 4, seq: 0, due: 0, sent: 0 };
         let mut scratch = Vec::new();
@@ -695,21 +749,49 @@ mod tests {
         LinkKey::new(&LinkSecret([6; 32])).seal(&mut other);
         attacker.send_to(&other, to).await.unwrap(); // another fabric's key
         attacker.send_to(&captured[..HEADER_LEN + 3], to).await.unwrap(); // truncated
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let counts = || table.rejected().into_iter().collect::<std::collections::BTreeMap<_, _>>();
-        while counts().values().sum::<u64>() < 5 && std::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        let c = counts();
+        let c = r.rejected(5).await;
         assert_eq!((c["replayed"], c["forged"], c["malformed"]), (1, 3, 1), "{c:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let mut delivered = 0;
-        while let Some((port, f, _)) = inbox.pop() {
-            assert_eq!((port, &f[..]), (PortId(2), &frame[..]));
-            delivered += 1;
+        assert_eq!(r.delivered(&frame).await, 3, "each genuine frame once");
+        assert_eq!(r.table.report()[0].seq.received, 3);
+    }
+
+    /// Over loopback the datagrams carry the fabric's loopback token
+    /// instead of a seal; one without it, with another fabric's token or
+    /// sealed under another key is refused as forged, and the genuine ones
+    /// arrive once each, their frames unchanged.
+    #[tokio::test]
+    async fn loopback_datagrams_without_the_token_are_refused_and_counted() {
+        use crate::link::auth::{LinkSecret, LOOPBACK_FLAG, TAG_LEN};
+        let key = LinkKey::new(&LinkSecret([5; 32]));
+        let r = TestReceiver::start(&key).await;
+        let to = r.to;
+        let tx = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let genuine = RemoteSender::udp(9, key.clone(), tx.clone(), to);
+        assert_eq!(genuine.protection(), Protection::Loopback);
+        let frame = [0xabu8; 60];
+        let mut scratch = Vec::new();
+        for _ in 0..3 {
+            tx.writable().await.unwrap();
+            genuine.send(LinkHeader { dir: 0, fabric: 0, link: 4, seq: 0, due: 0, sent: 0 }, &frame, &mut scratch).unwrap();
         }
-        assert_eq!(delivered, 3, "each genuine frame once");
-        assert_eq!(table.report()[0].seq.received, 3);
-        receiver.abort();
+        let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let datagram = |dir: u8, seq: u64| {
+            let mut d = Vec::new();
+            LinkHeader { dir, fabric: 9, link: 4, seq, due: 0, sent: 0 }.emit(&frame, &mut d);
+            d
+        };
+        let mut other_token = datagram(0, 50);
+        LinkKey::new(&LinkSecret([6; 32])).protect(&mut other_token, Protection::Loopback);
+        attacker.send_to(&other_token, to).await.unwrap();
+        let mut other_seal = datagram(0, 51);
+        LinkKey::new(&LinkSecret([6; 32])).protect(&mut other_seal, Protection::Sealed);
+        attacker.send_to(&other_seal, to).await.unwrap();
+        let mut guessed = datagram(LOOPBACK_FLAG, 52);
+        guessed.extend_from_slice(&[0u8; TAG_LEN]);
+        attacker.send_to(&guessed, to).await.unwrap();
+        attacker.send_to(&datagram(0, 53), to).await.unwrap(); // neither tag nor token
+        let c = r.rejected(4).await;
+        assert_eq!((c["forged"], c["replayed"], c["malformed"]), (4, 0, 0), "{c:?}");
+        assert_eq!(r.delivered(&frame).await, 3, "each genuine frame once");
     }
 }
