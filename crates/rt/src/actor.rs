@@ -5,7 +5,9 @@
 //! from the [`FabricClock`](crate::clock::FabricClock), and the state machine's outputs into frames
 //! on its ports' [`Egress`]es. Deadlines (its next timer, frames due at a
 //! peer) go to the process's one [`DeadlineScheduler`], never to tokio's
-//! 1 ms timer. Every message that was due at some time (a timer, a frame's
+//! 1 ms timer; a frame already due when it is sent (an actor running late)
+//! goes at once, behind any frame of its link direction still held there
+//! ([`Lane`]). Every message that was due at some time (a timer, a frame's
 //! arrival) records how late it is handled in the actor's [`LagHistogram`],
 //! so users see when the emulation stops being faithful.
 //!
@@ -44,7 +46,7 @@
 //! cause a harmless extra `handle_timeout`); a frame sent on a port that is
 //! down is counted and dropped.
 
-use crate::clock::DeadlineScheduler;
+use crate::clock::{DeadlineScheduler, Lane};
 use crate::inbox::{Inbox, InboxSender};
 use crate::link::header::LinkHeader;
 use crate::link::remote::RemoteSender;
@@ -173,13 +175,15 @@ pub struct PortBinding {
     pub capture: Option<CaptureHandle>,
     /// Random loss of the direction this port sends ([`LinkChange::Loss`]).
     pub loss: LinkLoss,
+    /// The frames this port sends on their way through the scheduler.
+    lane: Lane,
 }
 
 impl PortBinding {
     /// A port sending on direction `dir` of `link` through `egress`, up,
     /// without loss or capture.
     pub fn new(egress: Egress, link: LinkId, dir: u8, delay: Nanos) -> Self {
-        PortBinding { egress, link, dir, delay, up: true, capture: None, loss: LinkLoss::new(link.0, dir) }
+        PortBinding { egress, link, dir, delay, up: true, capture: None, loss: LinkLoss::new(link.0, dir), lane: Lane::default() }
     }
     /// An unconnected port.
     pub fn unconnected(link: LinkId) -> Self {
@@ -409,25 +413,21 @@ impl NodeActorState {
         let due = t.end + p.delay;
         match &mut p.egress {
             Egress::Unconnected => {}
+            // Held by the scheduler until due; a frame already due goes at
+            // once unless an earlier one of the link direction is still
+            // held (the lane keeps the direction FIFO).
             Egress::Local { peer, port } => {
-                // Always through the scheduler, even when already due: it
-                // orders by due time, so a link direction stays FIFO.
                 let (peer, port, frame) = (peer.clone(), *port, t.frame);
-                self.sched.at(
-                    due,
-                    Box::new(move |_| {
-                        peer.deliver(port, frame, due);
-                    }),
-                );
+                self.sched.in_lane(&p.lane, due, self.sched.now(), move |_| peer.deliver(port, frame, due));
             }
             Egress::Tap(tap, writer) => {
                 let (tap, writer) = (tap.clone(), writer.clone());
                 let frame = t.frame;
-                self.sched.at(due, Box::new(move |_| writer.write(&tap, frame)));
+                self.sched.in_lane(&p.lane, due, self.sched.now(), move |_| writer.write(&tap, frame));
             }
             Egress::Vm(nic) => {
                 let (nic, frame) = (nic.clone(), t.frame);
-                self.sched.at(due, Box::new(move |_| nic.write(frame)));
+                self.sched.in_lane(&p.lane, due, self.sched.now(), move |_| nic.write(frame));
             }
             Egress::Remote(r) => {
                 let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due, sent: self.sched.now() };

@@ -252,6 +252,41 @@ impl DeadlineScheduler {
     }
 }
 
+/// The frames of one link direction on their way through the scheduler:
+/// [`DeadlineScheduler::in_lane`] runs a frame's work at once when it is
+/// already due and no earlier frame of the lane is still held, and holds
+/// it until its deadline otherwise. Late frames so skip the scheduler's
+/// queue (a lock, a heap entry and a boxed closure each: BENCHMARKS.md,
+/// "Late frames straight to their node") without overtaking one another.
+///
+/// Invariants: one submitter per lane (the sender of the link direction);
+/// work never runs before its deadline; work run at once never overtakes
+/// work of its lane still held (held work runs in deadline order, as
+/// [`DeadlineScheduler::at`] runs it).
+#[derive(Debug, Clone, Default)]
+pub struct Lane(Arc<AtomicU64>);
+
+impl DeadlineScheduler {
+    /// Runs `work(now)` at `at` as [`DeadlineScheduler::at`] does, but at
+    /// once, on the caller's thread, when `at` is not after `now` and
+    /// nothing of `lane` is held (see [`Lane`]).
+    pub fn in_lane<F: FnOnce(Nanos) + Send + 'static>(&self, lane: &Lane, at: Nanos, now: Nanos, work: F) {
+        if at <= now && lane.0.load(Ordering::Acquire) == 0 {
+            work(now);
+            return;
+        }
+        let held = lane.0.clone();
+        held.fetch_add(1, Ordering::AcqRel);
+        self.at(
+            at,
+            Box::new(move |t| {
+                work(t);
+                held.fetch_sub(1, Ordering::Release);
+            }),
+        );
+    }
+}
+
 /// A non-blocking `timerfd` on `CLOCK_MONOTONIC`.
 struct TimerFd(AsyncFd<OwnedFd>);
 
@@ -422,6 +457,41 @@ mod tests {
             assert!(fired >= at);
             assert_eq!(s.stats().1, 0, "spin window 0 never spins");
             assert!(s.stats().2 >= 1);
+        });
+    }
+
+    #[test]
+    fn a_lane_runs_due_work_at_once_but_never_ahead_of_its_held_work() {
+        rt().block_on(async {
+            let t = SchedulerTask::start(FabricClock::starting_now(), Duration::from_micros(20)).unwrap();
+            let s = t.scheduler();
+            let (lane, other) = (Lane::default(), Lane::default());
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let push = |i: u32| {
+                let log = log.clone();
+                move |now: Nanos| log.lock().unwrap().push((i, now))
+            };
+            let order = || log.lock().unwrap().iter().map(|e| e.0).collect::<Vec<_>>();
+            let now = s.now();
+            s.in_lane(&lane, now, now, push(0));
+            assert_eq!(order(), vec![0], "due and nothing held: at once");
+            let d1 = s.now() + 100_000;
+            s.in_lane(&lane, d1, s.now(), push(1));
+            // The runtime thread is held up past d1, so the scheduler has
+            // not run 1 yet when 2, due after it, comes late.
+            std::thread::sleep(Duration::from_millis(1));
+            let now = s.now();
+            assert!(now > d1 + 50_000);
+            s.in_lane(&lane, d1 + 50_000, now, push(2));
+            s.in_lane(&other, d1 + 50_000, now, push(3));
+            assert_eq!(order(), vec![0, 3], "2 waits behind 1; another lane does not");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(order(), vec![0, 3, 1, 2]);
+            let ran = log.lock().unwrap().clone();
+            assert!(ran[2].1 >= d1, "held work never runs early");
+            let now = s.now();
+            s.in_lane(&lane, now, now, push(4));
+            assert_eq!(order().last(), Some(&4), "the lane is free again");
         });
     }
 }

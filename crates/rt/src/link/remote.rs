@@ -17,7 +17,7 @@
 
 use super::auth::{LinkKey, Protection, ReplayWindow};
 use super::header::{LinkHeader, SequenceTracker};
-use crate::clock::DeadlineScheduler;
+use crate::clock::{DeadlineScheduler, Lane};
 use crate::inbox::InboxSender;
 use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
@@ -308,6 +308,8 @@ pub struct Inbound {
     /// The underlay's one-way latency (arrival − the header's `sent`):
     /// smallest and sum over the frames received, ns.
     pub transit: (AtomicU64, AtomicU64),
+    /// The direction's frames on their way through the scheduler.
+    pub lane: Lane,
 }
 
 /// Transport health of one link direction (`weft status`).
@@ -376,7 +378,8 @@ impl InboundTable {
     /// Registers an incoming direction.
     pub fn insert(&mut self, link: u32, dir: u8, inbox: InboxSender, port: PortId) {
         let transit = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
-        self.map.insert((link, dir), Inbound { inbox, port, seq: Mutex::default(), late: Default::default(), transit });
+        self.map
+            .insert((link, dir), Inbound { inbox, port, seq: Mutex::default(), late: Default::default(), transit, lane: Lane::default() });
     }
     /// Handles one received datagram: header, fabric tag, the seal (opened
     /// in place), link, replay, then delivery when due.
@@ -422,14 +425,9 @@ impl InboundTable {
             inb.late.0.fetch_add(1, Ordering::Relaxed);
             inb.late.1.fetch_add(now - due, Ordering::Relaxed);
         }
-        // Through the scheduler even when late: it orders by due time, so
-        // an earlier frame still held there is not overtaken.
-        sched.at(
-            due,
-            Box::new(move |_| {
-                inbox.deliver(port, frame, due);
-            }),
-        );
+        // Held until due; a late frame goes to its node at once unless an
+        // earlier one of its direction is still held (it must not overtake).
+        sched.in_lane(&inb.lane, due, now, move |_| inbox.deliver(port, frame, due));
     }
     /// Datagrams refused, by cause: `malformed`, `foreign` (another
     /// fabric's tag), `forged` (tag does not verify), `replayed`,
