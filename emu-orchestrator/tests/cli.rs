@@ -369,9 +369,15 @@ fn ctrl_c_stops_a_run_on_two_threads_and_writes_partial_results_marked_incomplet
     let why = v["incomplete"].as_str().expect("summary.json says it is incomplete");
     assert!(why.contains("interrupted"), "{why}");
     let flows = v["flows"].as_array().unwrap();
-    assert_eq!(flows.len(), 200_000, "every flow is listed");
-    assert!(flows.iter().any(|f| f["fct"].is_null()), "some flows were still running");
+    let not_started = v["flows_not_started"].as_u64().expect("flows it never reached are counted");
+    assert_eq!(flows.len() as u64 + not_started, 200_000, "every flow is listed or counted as not started");
+    assert!(not_started > 0, "stopped seconds into a minute-long run");
+    let end = v["simulated_ns"].as_u64().unwrap();
+    assert!(flows.iter().all(|f| f["start"].as_u64().is_some_and(|s| s <= end)), "only flows that had started");
+    let running = flows.iter().filter(|f| f["fct"].is_null()).count() as u64;
+    assert!(running > 0, "some flows were still running");
     assert!(flows.iter().any(|f| !f["fct"].is_null()), "some had finished");
+    assert!(v["slowdown"]["incomplete"].as_u64().is_some_and(|n| n <= running), "incomplete counts running flows only");
     assert!(std::fs::metadata(out.join("flows.csv")).is_ok());
     let _ = std::fs::remove_dir_all(out);
 }

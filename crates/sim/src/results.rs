@@ -22,7 +22,10 @@
 //!                   (fct / base_fct), sender_fct (start to the last
 //!                   acknowledgment at the sender), ideal_fct (the ConWeave
 //!                   authors' ideal FCT), slowdown_ns3 (sender_fct /
-//!                   ideal_fct, at least 1)
+//!                   ideal_fct, at least 1); only the flows that had
+//!                   started by simulated_ns
+//! flows_not_started flows of the workload whose start the run never
+//!                   reached (a run cut short; absent when 0)
 //! switches[]        name, scheme, counters{...}, scheme_counters{...},
 //!                   scheme_distributions{name: {value: samples}},
 //!                   max_buffer_bytes, ports[]: port, peer, counters{tx/rx,
@@ -290,8 +293,14 @@ pub struct Summary {
     pub time_origin_ns: Nanos,
     /// Engine counters.
     pub totals: EngineTotals,
-    /// Flows.
+    /// Flows that had started by the end of the run (all of them, unless
+    /// the run was cut short: Ctrl-C, `--until`, the progress watchdog).
     pub flows: Vec<FlowResult>,
+    /// Flows of the workload whose start time the run never reached (cut
+    /// short): left out of `flows`, the slowdowns and `flows.csv`, as
+    /// they had not begun (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flows_not_started: u64,
     /// Switches.
     pub switches: Vec<SwitchResult>,
     /// Hosts.
@@ -927,6 +936,11 @@ impl Summary {
             };
             hosts.push(HostResult { name: name.to_string(), ip: ip.to_string(), counters });
         }
+        // A run cut short leaves the flows it never started out: they are
+        // not running, and a million of them would fill gigabytes of text.
+        let all = flows.len();
+        flows.retain(|f| f.start <= engine.now());
+        let flows_not_started = (all - flows.len()) as u64;
         sort_by_id(&mut flows);
         let slowdown = SlowdownReport::of(&flows, fct::bdp_bytes(fabric), warmup_ns, definition);
         let network = NetworkTotals::of(&switches);
@@ -941,6 +955,7 @@ impl Summary {
             time_origin_ns: 0,
             totals: engine.totals(),
             flows,
+            flows_not_started,
             switches,
             hosts,
             slowdown,
