@@ -194,7 +194,7 @@ pub const METRICS: &[MetricSpec] = &[
         C,
         PROCESS_CAUSE,
         "datagrams",
-        "Link datagrams the process refused; cause = malformed | foreign (another fabric's tag) | forged (authentication tag does not verify) | replayed (sequence number already delivered, or older than the 128-frame replay window) | unknown_link.",
+        "Link datagrams the process refused; cause = malformed | foreign (another fabric's tag) | forged (authentication tag or loopback token does not verify) | replayed (sequence number already delivered, or older than the 128-frame replay window) | unknown_link.",
     ),
     m("weft_process_scrape_duration_seconds", G, PROCESS, "seconds", "How long the latest scrape took to gather the metrics."),
     m("weft_process_metrics_stale_nodes", G, PROCESS, "nodes", "Nodes whose metrics in the latest scrape are from an earlier one: their actor did not answer before the scrape's deadline (a long mailbox on a loaded machine)."),
