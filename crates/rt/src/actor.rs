@@ -376,8 +376,9 @@ impl NodeActorState {
 
     fn flush(&mut self, me: &ActorRef<NodeMsg>) {
         let mut out = std::mem::take(&mut self.out);
+        let wall = if out.is_empty() { 0 } else { self.sched.now() };
         for t in out.drain(..) {
-            self.send(t);
+            self.send(t, wall);
         }
         self.out = out;
         if let Some(t) = self.node.as_ref().and_then(|n| n.poll_timeout()) {
@@ -394,7 +395,9 @@ impl NodeActorState {
         }
     }
 
-    fn send(&mut self, t: Transmit) {
+    /// Sends `t` on its port; `wall` is the fabric time read once for the
+    /// whole flush (a frame due by then goes at once, see [`Lane`]).
+    fn send(&mut self, t: Transmit, wall: Nanos) {
         let Some(p) = self.ports.get_mut(t.port.index()) else { return };
         if !p.up {
             self.report.link_down_drops += 1;
@@ -418,19 +421,19 @@ impl NodeActorState {
             // held (the lane keeps the direction FIFO).
             Egress::Local { peer, port } => {
                 let (peer, port, frame) = (peer.clone(), *port, t.frame);
-                self.sched.in_lane(&p.lane, due, self.sched.now(), move |_| peer.deliver(port, frame, due));
+                self.sched.in_lane(&p.lane, due, wall, move |_| peer.deliver(port, frame, due));
             }
             Egress::Tap(tap, writer) => {
                 let (tap, writer) = (tap.clone(), writer.clone());
                 let frame = t.frame;
-                self.sched.in_lane(&p.lane, due, self.sched.now(), move |_| writer.write(&tap, frame));
+                self.sched.in_lane(&p.lane, due, wall, move |_| writer.write(&tap, frame));
             }
             Egress::Vm(nic) => {
                 let (nic, frame) = (nic.clone(), t.frame);
-                self.sched.in_lane(&p.lane, due, self.sched.now(), move |_| nic.write(frame));
+                self.sched.in_lane(&p.lane, due, wall, move |_| nic.write(frame));
             }
             Egress::Remote(r) => {
-                let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due, sent: self.sched.now() };
+                let h = LinkHeader { dir: p.dir, fabric: 0, link: p.link.0, seq: 0, due, sent: wall };
                 if r.send_batched(h, &t.frame, &mut self.udp_batch).is_err() {
                     self.report.send_errors += 1;
                 }
