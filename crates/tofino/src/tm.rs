@@ -55,16 +55,20 @@
 //!   = 1048 B (switch-mmu.h); control traffic (the control queue, their
 //!   queue 0) is not accounted (`DoSwitchSend`, `SwitchNotifyDequeue`);
 //! - XOFF when a class holds more than 2 MTU (`m_pg_min_cell +
-//!   m_port_min_cell`) plus α_in × (pool limit − pool use), or its headroom
-//!   is in use (`GetPauseClasses`); a pause frame is sent on *every*
-//!   admitted packet while that holds (`CheckAndSendPfc`), never refreshed
-//!   by a timer, so an upstream port whose pause expires sends again until
-//!   the next arrival renews it;
-//! - XON at the dequeue of a packet of that port and class, only while the
-//!   last pause sent has not expired, when the class is below α_in ×
-//!   (pool limit − pool use − 16) over its 2 MTU and no headroom is in use
-//!   (`GetResumeClasses`, `CheckAndSendResume`); after the pause expired no
-//!   XON is sent;
+//!   m_port_min_cell`) plus α_in × (pool limit − pool use), or the headroom
+//!   of the arriving packet's class is in use (`GetPauseClasses`); every
+//!   class of the ingress port is checked on *every* admitted packet and a
+//!   pause frame sent for each over it (`CheckAndSendPfc`), never
+//!   refreshed by a timer, so an upstream port whose pause expires sends
+//!   again until the next arrival renews it;
+//! - XON, only while the last pause sent has not expired, when the class is
+//!   below α_in × (pool limit − pool use − 16) over its 2 MTU and no
+//!   headroom is in use (`GetResumeClasses`): checked at the dequeue of a
+//!   packet of that port and class (`CheckAndSendResume`) and, for every
+//!   paused class of the port, at each admitted arrival on it after its
+//!   pauses (`CheckAndSendPfc`'s second loop: a class that other ports'
+//!   departures brought under the threshold resumes at the next arrival);
+//!   after the pause expired no XON is sent;
 //! - ingress drop only when the pool is exhausted and the class's headroom
 //!   too (`CheckIngressAdmission`); egress drop (for every class, lossless
 //!   ones included) when a queue's bytes beyond its 1 MTU + 1 B minimum
@@ -606,13 +610,16 @@ impl Ns3Accounting {
         self.egress_used = (self.egress_used + Self::shared(after)).saturating_sub(Self::shared(before));
     }
 
-    /// `GetPauseClasses` (dynamic threshold) for one class.
-    fn should_pause(&self, port: usize, class: usize, alpha: f64) -> bool {
+    /// `GetPauseClasses` (dynamic threshold) for `class` of `port`, on the
+    /// arrival of a packet of `arriving` (whose headroom use pauses every
+    /// class of the port that holds more than its guarantee).
+    fn should_pause(&self, port: usize, class: usize, arriving: usize, alpha: f64) -> bool {
         let pg = self.ingress_pg[port][class];
         if pg <= 2 * NS3_MTU {
             return false;
         }
-        (pg - 2 * NS3_MTU) as f64 > alpha * (self.ingress_limit as f64 - self.ingress_used as f64) || self.headroom_used[port][class] != 0
+        (pg - 2 * NS3_MTU) as f64 > alpha * (self.ingress_limit as f64 - self.ingress_used as f64)
+            || self.headroom_used[port][arriving] != 0
     }
 
     /// `GetResumeClasses` (dynamic threshold) for one class.
@@ -841,12 +848,37 @@ impl TrafficManager {
                     }
                 }
                 Some(n3) if mmu_counted => {
-                    n3.admit_ingress(ip.index(), (class & 7) as usize, len);
-                    // CheckAndSendPfc: a pause on every arrival over the threshold.
-                    let alpha = self.cfg.pfc.map_or(0.0, |p| p.alpha_in);
-                    if lossless && n3.should_pause(ip.index(), (class & 7) as usize, alpha) {
-                        self.xoff[ip.index()] |= 1 << class;
-                        pfc.push(PfcTransition { port: ip, class, pause: true });
+                    let (i, k) = (ip.index(), (class & 7) as usize);
+                    n3.admit_ingress(i, k, len);
+                    // switch-node.cc `CheckAndSendPfc`, on every counted
+                    // arrival: a pause for each class of the ingress port
+                    // over the threshold (`GetPauseClasses`), then a resume
+                    // for each class paused before that is now under it
+                    // (`GetResumeClasses`).
+                    // (A class paused by this arrival is not checked again:
+                    // its resume threshold lies below its pause threshold,
+                    // except when another class's headroom paused it.)
+                    let (alpha, classes) = self.cfg.pfc.map_or((0.0, 0), |p| (p.alpha_in, p.classes));
+                    let mut paused_now = 0u8;
+                    for c in 0..8u8 {
+                        if classes & (1 << c) != 0 && n3.should_pause(i, c as usize, k, alpha) {
+                            self.xoff[i] |= 1 << c;
+                            paused_now |= 1 << c;
+                            pfc.push(PfcTransition { port: ip, class: c, pause: true });
+                        }
+                    }
+                    for c in 0..8u8 {
+                        if (self.xoff[i] & !paused_now) & (1 << c) == 0 {
+                            continue;
+                        }
+                        if n3.pause_until[i][c as usize] <= now {
+                            // Expired upstream: nothing to resume.
+                            self.xoff[i] &= !(1 << c);
+                        } else if n3.may_resume(i, c as usize, alpha) {
+                            self.xoff[i] &= !(1 << c);
+                            n3.pause_until[i][c as usize] = 0;
+                            pfc.push(PfcTransition { port: ip, class: c, pause: false });
+                        }
                     }
                 }
                 Some(_) => {}
@@ -1683,6 +1715,38 @@ mod tests {
         assert!(pfc.is_empty(), "{pfc:?}");
         assert!(!t.xoff_asserted(PortId(2), 0));
         assert!(!t.refreshes_pause());
+    }
+
+    #[test]
+    fn ns3_an_arrival_resumes_a_class_that_other_ports_draining_brought_under_its_threshold() {
+        let mut t = ns3_tm(None);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        // 400 kB from port 3 to port 1 fill the shared pool and lower port
+        // 2's threshold; then port 2 sends to port 0 until it is paused.
+        for _ in 0..400 {
+            t.enqueue(0, PortId(1), QueueId(0), frame(1000), Some(PortId(3)), &mut pfc).unwrap();
+        }
+        pfc.clear();
+        let mut n = 0;
+        while !pfc.iter().any(|p| p.port == PortId(2)) {
+            t.enqueue(0, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+            n += 1;
+        }
+        assert!(n < 60, "paused after {n} packets: the full pool should lower the threshold");
+        t.pfc_pause_sent(PortId(2), 0, 5_000);
+        // Port 1 drains: the pool empties, port 2's bytes stay where they were,
+        // and no packet of port 2 leaves, so no dequeue resumes it.
+        pfc.clear();
+        while t.dequeue(100, PortId(1), &mut rng, &mut pfc).is_some() {}
+        assert!(!pfc.iter().any(|p| p.port == PortId(2)), "{pfc:?}");
+        assert!(t.xoff_asserted(PortId(2), 0));
+        // The next arrival from port 2 (in flight when the pause left) finds
+        // its class under the threshold: CheckAndSendPfc resumes it.
+        pfc.clear();
+        t.enqueue(200, PortId(0), QueueId(0), frame(1000), Some(PortId(2)), &mut pfc).unwrap();
+        assert_eq!(pfc, vec![PfcTransition { port: PortId(2), class: 0, pause: false }]);
+        assert!(!t.xoff_asserted(PortId(2), 0));
     }
 
     #[test]
