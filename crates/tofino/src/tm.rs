@@ -478,6 +478,9 @@ struct PortState {
     nonempty: u128,
     /// Queues paused by the pipeline with no leak left.
     held: u128,
+    /// Queues paused by the pipeline (each queue's `paused`, here too so
+    /// that the cut-through check reads the port's line, not the queue's).
+    paused: u128,
     /// Per PFC class: paused by a received pause frame until this time.
     pfc_paused_until: [Nanos; 8],
     /// Latest of `pfc_paused_until` (no class is paused from then on).
@@ -680,6 +683,7 @@ impl TrafficManager {
                         .collect(),
                     nonempty: 0,
                     held: 0,
+                    paused: 0,
                     pfc_paused_until: [0; 8],
                     pfc_any_until: 0,
                     pfc_since: [0; 8],
@@ -919,7 +923,11 @@ impl TrafficManager {
             stats.pfc_watchdog_forwarded += 1;
         }
         let Some(p) = self.ports.get_mut(port.index()) else { return Err(PassThrough::Queued(frame)) };
-        if self.ns3.is_some() || p.nonempty != 0 || p.queues[qi].paused || (p.pfc_paused_until[class] > now && storms & (1 << class) == 0) {
+        if self.ns3.is_some()
+            || p.nonempty != 0
+            || p.paused & (1u128 << qi) != 0
+            || (p.pfc_paused_until[class] > now && storms & (1 << class) == 0)
+        {
             return Err(PassThrough::Queued(frame));
         }
         let q = &mut p.queues[qi];
@@ -1177,6 +1185,7 @@ impl TrafficManager {
                 if !q.paused {
                     let leak = leak.min(q.pkts.len() as u32);
                     q.paused = true;
+                    p.paused |= 1u128 << queue.0;
                     q.leak = leak;
                     if leak == 0 {
                         p.held |= 1u128 << queue.0;
@@ -1196,8 +1205,10 @@ impl TrafficManager {
     /// dropped is returned.
     #[must_use = "the packets dropped at resume must be counted"]
     pub fn resume_queue(&mut self, now: Nanos, port: PortId, queue: QueueId, pfc: &mut Vec<PfcTransition>) -> u64 {
-        let Some(q) = self.ports.get_mut(port.index()).and_then(|p| p.queues.get_mut(queue.0 as usize)) else { return 0 };
+        let Some(p) = self.ports.get_mut(port.index()) else { return 0 };
+        let Some(q) = p.queues.get_mut(queue.0 as usize) else { return 0 };
         q.paused = false;
+        p.paused &= !(1u128 << queue.0);
         q.leak = 0;
         let voq = std::mem::take(&mut q.voq);
         q.voq_bytes = 0;
