@@ -459,7 +459,6 @@ struct Queue {
     bytes: u64,
     cells: u64,
     deficit: i64,
-    paused: bool,
     leak: u32,
     stats: QueueStats,
     /// Guaranteed minimum in cells ([`TrafficManager::set_guaranteed_min`]).
@@ -478,8 +477,8 @@ struct PortState {
     nonempty: u128,
     /// Queues paused by the pipeline with no leak left.
     held: u128,
-    /// Queues paused by the pipeline (each queue's `paused`, here too so
-    /// that the cut-through check reads the port's line, not the queue's).
+    /// Queues paused by the pipeline (in the port's state, not the
+    /// queue's, so that the cut-through check reads one line).
     paused: u128,
     /// Per PFC class: paused by a received pause frame until this time.
     pfc_paused_until: [Nanos; 8],
@@ -625,6 +624,20 @@ impl Ns3Accounting {
             || self.headroom_used[port][arriving] != 0
     }
 
+    /// For a class of `port` whose XOFF bit is set in `xoff`: clears it if
+    /// the last pause expired upstream (ns-3's `paused` is off: no XON), or
+    /// if the class may resume, then with an XON in `pfc`.
+    fn check_resume(&mut self, xoff: &mut u8, port: PortId, class: u8, now: Nanos, alpha: f64, pfc: &mut Vec<PfcTransition>) {
+        let (i, k) = (port.index(), (class & 7) as usize);
+        if self.pause_until[i][k] <= now {
+            *xoff &= !(1 << k);
+        } else if self.may_resume(i, k, alpha) {
+            *xoff &= !(1 << k);
+            self.pause_until[i][k] = 0;
+            pfc.push(PfcTransition { port, class, pause: false });
+        }
+    }
+
     /// `GetResumeClasses` (dynamic threshold) for one class.
     fn may_resume(&self, port: usize, class: usize, alpha: f64) -> bool {
         let over = self.ingress_pg[port][class] as f64 - 2.0 * NS3_MTU as f64;
@@ -672,7 +685,6 @@ impl TrafficManager {
                             bytes: 0,
                             cells: 0,
                             deficit: 0,
-                            paused: false,
                             leak: 0,
                             stats: QueueStats::default(),
                             gmin_cells: 0,
@@ -777,8 +789,9 @@ impl TrafficManager {
         let control = qi == self.cfg.queues_per_port as usize - 1;
         let len = frame.len() as u64;
         let p = &mut self.ports[port.index()];
+        let queue_paused = p.paused & (1u128 << qi) != 0;
         let q = &mut p.queues[qi];
-        if self.ns3.is_some() && q.paused && !control {
+        if self.ns3.is_some() && queue_paused && !control {
             // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
             // the VOQ holds the packet outside the MMU, no check, no count.
             q.voq_bytes += len;
@@ -796,7 +809,7 @@ impl TrafficManager {
             return Err((DropReason::QueueLimit, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control && !from_min;
-        let ingress_pending = !control && q.paused && self.cfg.held_outside_pfc;
+        let ingress_pending = !control && queue_paused && self.cfg.held_outside_pfc;
         if let Some(n3) = &self.ns3 {
             if !control && !n3.egress_admits(q.bytes, len, self.cfg.egress_alpha) {
                 q.stats.drops_threshold += 1;
@@ -872,16 +885,8 @@ impl TrafficManager {
                         }
                     }
                     for c in 0..8u8 {
-                        if (self.xoff[i] & !paused_now) & (1 << c) == 0 {
-                            continue;
-                        }
-                        if n3.pause_until[i][c as usize] <= now {
-                            // Expired upstream: nothing to resume.
-                            self.xoff[i] &= !(1 << c);
-                        } else if n3.may_resume(i, c as usize, alpha) {
-                            self.xoff[i] &= !(1 << c);
-                            n3.pause_until[i][c as usize] = 0;
-                            pfc.push(PfcTransition { port: ip, class: c, pause: false });
+                        if (self.xoff[i] & !paused_now) & (1 << c) != 0 {
+                            n3.check_resume(&mut self.xoff[i], ip, c, now, alpha, pfc);
                         }
                     }
                 }
@@ -1035,7 +1040,7 @@ impl TrafficManager {
             let lvl = (self.cfg.queues[qi].priority & 7) as usize;
             p.rr[lvl] = ((qi + 1) % self.cfg.queues_per_port as usize) as u8;
         }
-        if q.paused {
+        if p.paused & (1u128 << qi) != 0 {
             q.leak = q.leak.saturating_sub(1);
             if q.leak == 0 {
                 p.held |= 1u128 << qi;
@@ -1182,9 +1187,8 @@ impl TrafficManager {
         let leak = self.cfg.pause_leak_packets;
         if let Some(p) = self.ports.get_mut(port.index()) {
             if let Some(q) = p.queues.get_mut(queue.0 as usize) {
-                if !q.paused {
+                if p.paused & (1u128 << queue.0) == 0 {
                     let leak = leak.min(q.pkts.len() as u32);
-                    q.paused = true;
                     p.paused |= 1u128 << queue.0;
                     q.leak = leak;
                     if leak == 0 {
@@ -1207,7 +1211,6 @@ impl TrafficManager {
     pub fn resume_queue(&mut self, now: Nanos, port: PortId, queue: QueueId, pfc: &mut Vec<PfcTransition>) -> u64 {
         let Some(p) = self.ports.get_mut(port.index()) else { return 0 };
         let Some(q) = p.queues.get_mut(queue.0 as usize) else { return 0 };
-        q.paused = false;
         p.paused &= !(1u128 << queue.0);
         q.leak = 0;
         let voq = std::mem::take(&mut q.voq);
@@ -1240,7 +1243,7 @@ impl TrafficManager {
 
     /// Whether the pipeline paused `queue` of `port`.
     pub fn is_paused(&self, port: PortId, queue: QueueId) -> bool {
-        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).is_some_and(|q| q.paused)
+        self.ports.get(port.index()).is_some_and(|p| (queue.0 as usize) < p.queues.len() && p.paused & (1u128 << queue.0) != 0)
     }
 
     /// Depth of one queue in bytes (with the ns-3 model, including what its
@@ -1407,18 +1410,11 @@ impl TrafficManager {
                 }
             }
             Some(n3) if pkt.mmu_counted => {
-                let (i, k) = (ip.index(), (class & 7) as usize);
-                n3.release_ingress(i, k, pkt.frame.len() as u64);
-                if self.xoff[i] & (1 << class) != 0 {
+                let i = ip.index();
+                n3.release_ingress(i, (class & 7) as usize, pkt.frame.len() as u64);
+                if self.xoff[i] & (1 << (class & 7)) != 0 {
                     let alpha = self.cfg.pfc.map_or(0.0, |p| p.alpha_in);
-                    if n3.pause_until[i][k] <= now {
-                        // The pause expired upstream; ns-3 sends no XON then.
-                        self.xoff[i] &= !(1 << class);
-                    } else if n3.may_resume(i, k, alpha) {
-                        self.xoff[i] &= !(1 << class);
-                        n3.pause_until[i][k] = 0;
-                        pfc.push(PfcTransition { port: ip, class, pause: false });
-                    }
+                    n3.check_resume(&mut self.xoff[i], ip, class, now, alpha, pfc);
                 }
             }
             Some(_) => {}
