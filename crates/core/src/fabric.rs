@@ -109,6 +109,10 @@ pub struct SwitchSpec {
     /// A PFC watchdog on every port (`TmConfig::pfc_watchdog`).
     #[serde(default)]
     pub pfc_watchdog: Option<weft_tofino::tm::PfcWatchdog>,
+    /// How long a pause frame pauses, when not the default 977 quanta
+    /// (`PfcConfig::pause_ns`).
+    #[serde(default)]
+    pub pfc_pause_ns: Option<Nanos>,
     /// Routing table.
     pub routes: Vec<Route>,
     /// For a leaf (a switch hosts attach to): its index among the fabric's
@@ -167,6 +171,7 @@ impl SwitchSpec {
             buffer_rules: BufferRules::Tofino,
             held_outside_pfc: false,
             pfc_watchdog: None,
+            pfc_pause_ns: None,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

@@ -339,7 +339,7 @@ pub fn switch_config(fabric: &FabricSpec, node: NodeId, cfg: &NodeConfig) -> Res
     let buffer = s.buffer_bytes.unwrap_or(target.buffer_bytes());
     let mut tm = TmConfig::standard(queues, buffer, target.cell_bytes, s.ecn);
     if s.pfc {
-        tm.pfc = Some(PfcConfig { classes: 0x7f, ..PfcConfig::default() });
+        tm.pfc = Some(PfcConfig { classes: 0x7f, pause_ns: s.pfc_pause_ns, ..PfcConfig::default() });
     }
     tm.held_outside_pfc = s.held_outside_pfc;
     tm.pfc_watchdog = s.pfc_watchdog;

@@ -642,3 +642,41 @@ fn a_port_rated_in_packets_holds_every_frame_for_a_full_size_frames_time() {
     // The frame itself is on the wire for its own length only.
     assert_eq!(out[0].end - out[0].start, BitRate::mbps(12).serialization_ns(out[0].frame.len()));
 }
+
+/// A pause of a set duration (`PfcConfig::pause_ns`, `--set tm.pfc_pause`)
+/// goes out as the quanta that last that long at the port's own rate; the
+/// default is a fixed 977 quanta.
+#[test]
+fn a_pause_frame_carries_the_quanta_of_its_duration_at_the_ports_rate() {
+    use weft_tofino::tm::PfcConfig;
+    use weft_wire::pfc;
+    for (rate, pause_ns, quanta) in [
+        (BitRate::gbps(25), None, 977),
+        (BitRate::gbps(100), Some(5_000), 977),
+        (BitRate::gbps(25), Some(5_000), 244),
+        (BitRate(102_123_552_123), Some(5_000), 997),
+    ] {
+        let f = fabric(2, 1, rate);
+        let mut cfg = config();
+        cfg.tm = TmConfig::standard(32, 100_000, cfg.target.cell_bytes, None);
+        cfg.tm.pfc = Some(PfcConfig { pause_ns, ..PfcConfig::default() });
+        let mut s = Switch::with_program(NodeId(0), &f.nodes[0], cfg, Box::new(Ecmp::default())).unwrap();
+        let mut out = vec![];
+        // Two hosts at line rate into one uplink of the same rate: 200 KB
+        // into a 100 KB buffer.
+        for i in 0..100u16 {
+            for port in 0..2 {
+                s.handle_frame(i as u64 * 10, PortId(port), udp_frame(&f, port as usize, FAR, 100 + i, 1000), &mut out);
+            }
+        }
+        drain(&mut s, 100_000, &mut out);
+        let sent: Vec<u16> = out
+            .iter()
+            .filter(|t| ethernet::Frame::new_checked(&t.frame[..]).unwrap().ethertype() == EtherType::MacControl)
+            .filter_map(|t| pfc::Repr::parse(&t.frame[ethernet::HEADER_LEN..]).ok())
+            .flat_map(|r| r.quanta.into_iter().filter(|&q| q != 0))
+            .collect();
+        assert!(!sent.is_empty(), "{rate:?}: the overfull buffer sends pauses");
+        assert!(sent.iter().all(|&q| q == quanta), "{rate:?} {pause_ns:?}: pauses of {sent:?} quanta, expected {quanta}");
+    }
+}

@@ -89,10 +89,9 @@
 //!   `FlushAllImmediately` sends each through `DoSwitchSend`). Held packets
 //!   therefore never cause PFC or fill the buffer there.
 //!
-//! One simplification: ns-3 keeps priority group 1 in a second pool and
-//! checks every class of the ingress port on each arrival; weft puts all
-//! classes in one pool and checks the arriving class (weft's RoCE runs use
-//! one data class, so both are the same there).
+//! One simplification: ns-3 keeps priority group 1 in a second pool; weft
+//! puts all classes in one pool (weft's RoCE runs use one data class, so
+//! both are the same there).
 //!
 //! No I/O, no clock: `now` is passed in; randomness comes from the caller's RNG.
 
@@ -157,12 +156,24 @@ pub struct PfcConfig {
     pub xon_delta_bytes: u64,
     /// Pause time carried by each pause frame, in quanta (512 bit times).
     pub pause_quanta: u16,
+    /// When set, a port's pause frames carry the quanta nearest to this many
+    /// ns at the port's rate instead of `pause_quanta` (a pause of a fixed
+    /// duration, as the ConWeave authors' simulator sends: 5 us at any rate).
+    #[serde(default)]
+    pub pause_ns: Option<u64>,
+}
+
+impl PfcConfig {
+    /// The quanta a pause frame carries on a port of `rate`.
+    pub fn pause_quanta_at(&self, rate: weft_wire::time::BitRate) -> u16 {
+        self.pause_ns.map_or(self.pause_quanta, |ns| weft_wire::pfc::ns_to_quanta(ns, rate))
+    }
 }
 
 impl Default for PfcConfig {
     fn default() -> Self {
         // 8.1: alpha_in = 1/16; pause ~5 us at 100G (977 quanta x 5.12 ns).
-        PfcConfig { classes: 0xff, alpha_in: 1.0 / 16.0, xon_delta_bytes: 2 * 1500, pause_quanta: 977 }
+        PfcConfig { classes: 0xff, alpha_in: 1.0 / 16.0, xon_delta_bytes: 2 * 1500, pause_quanta: 977, pause_ns: None }
     }
 }
 
@@ -1662,7 +1673,7 @@ mod tests {
     /// (100 Gbit/s, 1 µs), α_in = 1/16, class 0 lossless.
     fn ns3_tm(ecn: Option<RedConfig>) -> TrafficManager {
         let mut cfg = TmConfig::standard(8, 1_000_000, 80, ecn);
-        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 1.0 / 16.0, xon_delta_bytes: 3000, pause_quanta: 977 });
+        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 1.0 / 16.0, xon_delta_bytes: 3000, pause_quanta: 977, pause_ns: None });
         cfg.buffer_model = BufferModel::Ns3(Ns3Mmu { headroom_bytes: vec![Ns3Mmu::headroom_for(100_000_000_000, 1000); 4] });
         tm(cfg)
     }
@@ -1825,7 +1836,7 @@ mod tests {
     #[test]
     fn pfc_xoff_and_xon_per_ingress_port_and_class() {
         let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
-        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100 });
+        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100, pause_ns: None });
         let mut t = tm(cfg);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut pfc = vec![];
@@ -1853,7 +1864,7 @@ mod tests {
     #[test]
     fn pfc_follows_the_ingress_cos_not_the_queue_the_packet_waits_in() {
         let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
-        cfg.pfc = Some(PfcConfig { classes: 0xff, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100 });
+        cfg.pfc = Some(PfcConfig { classes: 0xff, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100, pause_ns: None });
         let mut t = tm(cfg);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut pfc = vec![];
@@ -1969,7 +1980,7 @@ mod tests {
     /// arrive before port 2 is paused, with and without `held_outside_pfc`.
     fn held_packets_until_xoff(outside: bool) -> (usize, Vec<PfcTransition>) {
         let mut cfg = TmConfig::standard(8, 1_000_000, 100, None);
-        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100 });
+        cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 0.1, xon_delta_bytes: 2000, pause_quanta: 100, pause_ns: None });
         cfg.held_outside_pfc = outside;
         let mut t = tm(cfg);
         let mut pfc = vec![];

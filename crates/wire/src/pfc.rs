@@ -67,6 +67,14 @@ pub fn quanta_to_ns(quanta: u16, rate: crate::time::BitRate) -> crate::time::Nan
     rate.serialization_ns_bits(quanta as u128 * BITS_PER_QUANTUM as u128)
 }
 
+/// The pause quanta nearest to `ns` at `rate` (at least 1, at most 0xffff,
+/// the most a frame carries).
+pub fn ns_to_quanta(ns: crate::time::Nanos, rate: crate::time::BitRate) -> u16 {
+    let per_quantum = 1_000_000_000u128 * BITS_PER_QUANTUM as u128;
+    let q = (ns as u128 * rate.bps() as u128 + per_quantum / 2) / per_quantum;
+    q.clamp(1, 0xffff) as u16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +95,14 @@ mod tests {
     fn quantum_is_512_bit_times() {
         assert_eq!(quanta_to_ns(1, BitRate::gbps(100)), 6); // 5.12 ns, rounded up
         assert_eq!(quanta_to_ns(1000, BitRate::gbps(100)), 5120);
+    }
+
+    #[test]
+    fn a_duration_becomes_the_nearest_quanta_at_the_rate() {
+        assert_eq!(ns_to_quanta(5_000, BitRate::gbps(100)), 977); // 976.6
+        assert_eq!(ns_to_quanta(5_000, BitRate(102_123_552_123)), 997); // 997.3
+        assert_eq!(ns_to_quanta(0, BitRate::gbps(100)), 1);
+        assert_eq!(ns_to_quanta(1_000_000_000, BitRate::gbps(100)), 0xffff);
     }
 
     #[test]

@@ -141,7 +141,7 @@ pub fn apply_scheme_params(fabric: &mut FabricSpec, scheme_params: &BTreeMap<Str
 }
 
 /// Traffic-manager parameters of every switch: (name, unit, meaning).
-pub const TM_PARAMS: [(&str, &str, &str); 5] = [
+pub const TM_PARAMS: [(&str, &str, &str); 6] = [
     (
         "tm.buffer",
         "tofino|ns3",
@@ -156,6 +156,11 @@ pub const TM_PARAMS: [(&str, &str, &str); 5] = [
         "tm.buffer_bytes",
         "bytes",
         "every switch's shared buffer, instead of the topology's or the target's (the authors' simulator: 9 MiB = 9437184)",
+    ),
+    (
+        "tm.pfc_pause",
+        "duration",
+        "how long each PFC pause frame pauses its priority, converted to the nearest quanta (512 bit times) at each port's rate; default 977 quanta, 5 us at 100 Gbit/s (compare-ns3 sets 5us, the authors' PAUSE_TIME, at any rate)",
     ),
     (
         "tm.pfc_watchdog",
@@ -180,11 +185,13 @@ pub struct TmSettings {
     pub buffer_bytes: Option<u64>,
     /// `tm.pfc_watchdog` and `tm.pfc_watchdog_action`.
     pub pfc_watchdog: Option<emu_node::tofino::tm::PfcWatchdog>,
+    /// `tm.pfc_pause`: how long a pause frame pauses, in ns.
+    pub pfc_pause_ns: Option<Nanos>,
 }
 
 /// Reads the `tm.*` parameters of `--set`.
 pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Result<TmSettings, SetError> {
-    let (mut rules, mut held, mut buffer_bytes) = (BufferRules::Tofino, None, None);
+    let (mut rules, mut held, mut buffer_bytes, mut pfc_pause_ns) = (BufferRules::Tofino, None, None, None);
     let (mut watchdog, mut action): (Option<Nanos>, Option<emu_node::tofino::tm::PfcWatchdogAction>) = (None, None);
     for (k, v) in params.iter().filter(|(k, _)| k.starts_with("tm.")) {
         let bad = |e: &str| SetError::Value(format!("--set {k}={v}: {e}"));
@@ -211,6 +218,14 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
                 Err(e) => return Err(bad(&format!("{e} (a duration such as 200us, or off)"))),
             },
             "tm.pfc_watchdog_action" => action = Some(v.parse().map_err(|e: String| bad(&e))?),
+            "tm.pfc_pause" => match crate::config::units::parse_duration(v) {
+                // A frame carries at most 0xffff quanta: 83.9 us at 400 Gbit/s.
+                Ok(d) if (1..=80_000).contains(&d) => pfc_pause_ns = Some(d),
+                Ok(_) => {
+                    return Err(bad("expected a pause from 1ns to 80us (a frame carries at most 65535 quanta, 83.9 us at 400 Gbit/s)"))
+                }
+                Err(e) => return Err(bad(&format!("{e} (a duration such as 5us)"))),
+            },
             _ => {
                 let known: Vec<&str> = TM_PARAMS.iter().map(|p| p.0).collect();
                 return Err(SetError::Value(format!("--set {k}: unknown traffic-manager parameter (known: {})", known.join(", "))));
@@ -227,7 +242,7 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
     }
     let pfc_watchdog =
         watchdog.map(|d| emu_node::tofino::tm::PfcWatchdog { detect_ns: d, restore_ns: d, action: action.unwrap_or_default() });
-    Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes, pfc_watchdog })
+    Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes, pfc_watchdog, pfc_pause_ns })
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: docs/HOSTS.md#reference-parameters.

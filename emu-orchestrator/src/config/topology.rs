@@ -402,6 +402,7 @@ impl SwitchSettings {
             buffer_rules: Default::default(),
             held_outside_pfc: false,
             pfc_watchdog: None,
+            pfc_pause_ns: None,
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

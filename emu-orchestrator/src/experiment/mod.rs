@@ -520,6 +520,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
                 s.time_scale = scheme_time_scale(&s.scheme, rate).map_or(TimeScale::ONE, |t| t.scale);
             }
             (s.buffer_rules, s.held_outside_pfc, s.pfc_watchdog) = (tm.rules, tm.held_outside_pfc, tm.pfc_watchdog);
+            s.pfc_pause_ns = tm.pfc_pause_ns;
             if tm.buffer_bytes.is_some() {
                 s.buffer_bytes = tm.buffer_bytes;
             }

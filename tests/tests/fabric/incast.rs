@@ -40,9 +40,10 @@ fn incast_with_the_ns3_buffer_model_is_lossless_within_its_pool() {
     assert!(last >= ideal && (last as f64) < ideal as f64 * 1.1, "incast finished at {last} ns, ideal {ideal} ns");
 }
 
-/// `--set tm.held_pfc=outside` and `--set tm.buffer_bytes=` reach every
-/// switch (the rule itself is unit-tested in tofino::tm); the default keeps
-/// held packets counted and the topology's buffer.
+/// `--set tm.held_pfc=outside`, `--set tm.buffer_bytes=` and `--set
+/// tm.pfc_pause=` reach every switch (the rules themselves are unit-tested
+/// in tofino::tm and the switch tests); the default keeps held packets
+/// counted, the topology's buffer and 977-quanta pauses.
 #[test]
 fn the_held_packet_accounting_and_buffer_size_options_reach_every_switch() {
     use emu_node::fabric::NodeKind;
@@ -60,6 +61,9 @@ fn the_held_packet_accounting_and_buffer_size_options_reach_every_switch() {
     assert_eq!(held(&[("tm.buffer", "ns3"), ("tm.held_pfc", "outside")]), vec![true; 4]);
     assert_eq!(buffers(&[]), vec![None; 4]);
     assert_eq!(buffers(&[("tm.buffer_bytes", "9437184")]), vec![Some(9_437_184); 4]);
+    let pauses = |sets: &[(&str, &str)]| -> Vec<Option<u64>> { switches(sets).iter().map(|s| s.pfc_pause_ns).collect() };
+    assert_eq!(pauses(&[]), vec![None; 4]);
+    assert_eq!(pauses(&[("tm.pfc_pause", "5us")]), vec![Some(5_000); 4]);
 }
 
 #[test]

@@ -1307,8 +1307,8 @@ impl Switch {
     }
 
     fn send_pfc(&mut self, now: Nanos, port: PortId, class: u8, pause: bool, out: &mut Vec<Transmit>) {
-        let quanta = self.tm.config().pfc.map_or(0xffff, |p| p.pause_quanta);
         let p = &mut self.ports[port.index()];
+        let quanta = self.tm.config().pfc.map_or(0xffff, |c| c.pause_quanta_at(p.serializer.rate()));
         let mut f = BytesMut::zeroed(pfc::FRAME_LEN);
         ethernet::Repr { dst: EthernetAddress::MAC_CONTROL, src: p.spec.mac, vlan_tci: None, ethertype: EtherType::MacControl }
             .emit(&mut f);
