@@ -155,6 +155,15 @@ pub(crate) struct RunArgs {
     /// what hashes onto it. E.g. --routing-update 1ms
     #[arg(long, value_name = "DELAY")]
     routing_update: Option<String>,
+    /// Wire time of control frames, in bytes, instead of their length, for
+    /// calibrating against a simulator whose control packets are smaller
+    /// than real frames: a comma-separated list of KIND=BYTES, KIND one of
+    /// ack (RoCEv2 ACK and NAK), cnp (RoCEv2 CNP), pfc (PAUSE and PFC).
+    /// Every switch port and RoCE host charges them so; other frames take
+    /// their length. E.g. --frame-bytes ack=49,cnp=0,pfc=32 (what
+    /// scripts/compare-ns3 passes: the ConWeave authors' packet sizes)
+    #[arg(long, value_name = "KIND=BYTES,...")]
+    frame_bytes: Option<String>,
     /// Real time: serve Prometheus /metrics here while the run lasts
     /// (emu-node p on port + p with --nodes; port 0: any free port) and
     /// write OUT/prometheus/targets.json (file SD) and prometheus.yml.
@@ -257,6 +266,14 @@ impl RunPlan {
             interrupt: None,
             stall_timeout: a.stall_timeout.parse().map_err(anyhow::Error::msg).context("--stall-timeout")?,
             routing_update: a.routing_update.as_deref().map(parse_duration).transpose().context("--routing-update")?,
+            control_frame_bytes: a
+                .frame_bytes
+                .as_deref()
+                .map(emu_orchestrator::config::params::parse_frame_bytes)
+                .transpose()
+                .map_err(anyhow::Error::msg)
+                .context("--frame-bytes")?
+                .unwrap_or_default(),
             pfc_trace: a.pfc_trace,
             transport_params,
             scale_time_params: a.scale_params || (a.clock == "real" && !a.no_scale_params),

@@ -163,6 +163,7 @@ fn bad_input_gets_one_clear_error_line_and_a_nonzero_exit() {
     assert_one_line_error(&weft(&["run", "--set", "tm.pfc_watchdog=0ms", "--out", ds]), "a detection time of 0", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.pfc_pause=1ms", "--out", ds]), "expected a pause from 1ns to 80us", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.pfc_pause=long", "--out", ds]), "tm.pfc_pause=long", &d);
+    assert_one_line_error(&weft(&["run", "--frame-bytes", "syn=3", "--out", ds]), "unknown frame kind `syn` (ack, cnp, pfc)", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.pfc_watchdog=soon", "--out", ds]), "tm.pfc_watchdog=soon", &d);
     assert_one_line_error(&weft(&["run", "--set", "tm.pfc_watchdog_action=drop", "--out", ds]), "needs --set tm.pfc_watchdog=DURATION", &d);
     assert_one_line_error(

@@ -113,6 +113,10 @@ pub struct SwitchSpec {
     /// (`PfcConfig::pause_ns`).
     #[serde(default)]
     pub pfc_pause_ns: Option<Nanos>,
+    /// Wire time of the control frames its ports send, when not their
+    /// length (calibration, `weft run --frame-bytes`).
+    #[serde(default)]
+    pub control_frame_bytes: weft_wire::frame::ControlFrameBytes,
     /// Routing table.
     pub routes: Vec<Route>,
     /// For a leaf (a switch hosts attach to): its index among the fabric's
@@ -172,6 +176,7 @@ impl SwitchSpec {
             held_outside_pfc: false,
             pfc_watchdog: None,
             pfc_pause_ns: None,
+            control_frame_bytes: Default::default(),
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

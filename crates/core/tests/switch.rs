@@ -680,3 +680,30 @@ fn a_pause_frame_carries_the_quanta_of_its_duration_at_the_ports_rate() {
         assert!(sent.iter().all(|&q| q == quanta), "{rate:?} {pause_ns:?}: pauses of {sent:?} quanta, expected {quanta}");
     }
 }
+
+/// `SwitchSpec::control_frame_bytes` (`weft run --frame-bytes`): a port
+/// charges a RoCEv2 ACK the set bytes of wire time, any other frame its
+/// length.
+#[test]
+fn a_port_charges_a_control_frame_its_set_bytes_of_wire_time() {
+    let mut f = fabric(2, 1, BitRate::gbps(100));
+    if let weft_core::fabric::NodeKind::Switch(s) = &mut f.nodes[0].kind {
+        s.control_frame_bytes = weft_wire::frame::ControlFrameBytes { ack: Some(50), ..Default::default() };
+    }
+    let src = f.nodes[f.nodes[0].ports[0].peer.index()].as_host().unwrap().ip;
+    let rocev2 = |opcode: u8| {
+        let mut frame = weft_testkit::udp(Entering::port(&f, 0, 0, src, FAR), 7, weft_wire::udp::ROCEV2_PORT, 100);
+        frame[42] = opcode;
+        frame
+    };
+    for (opcode, charged) in [(0x11, Some(50)), (0x04, None)] {
+        let frame = rocev2(opcode);
+        let wire_bytes = charged.unwrap_or(frame.len());
+        let mut s = leaf(&f, Box::new(Ecmp::default()));
+        let mut out = vec![];
+        s.handle_frame(0, PortId(0), frame, &mut out);
+        drain(&mut s, 10_000, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].end - out[0].start, BitRate::gbps(100).serialization_ns(wire_bytes), "opcode {opcode:#x}");
+    }
+}

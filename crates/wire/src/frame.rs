@@ -140,11 +140,129 @@ fn parse_ipv4(b: &[u8], l3: usize) -> Result<Ipv4Info> {
     })
 }
 
+/// A control frame whose wire time can be set apart from its length
+/// ([`ControlFrameBytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlFrame {
+    /// MAC control: PAUSE or PFC.
+    Pfc,
+    /// RoCEv2 Acknowledge: an ACK or a NAK.
+    Ack,
+    /// RoCEv2 congestion notification.
+    Cnp,
+}
+
+impl ControlFrame {
+    /// What kind of control frame `frame` is, if any. Reads fixed offsets
+    /// only (an 802.1Q tag and IPv4 options are skipped), so a port can ask
+    /// it of every frame it sends; a malformed frame is none.
+    pub fn of(frame: &[u8]) -> Option<ControlFrame> {
+        let ethertype = |o: usize| frame.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let mut l3 = ethernet::HEADER_LEN;
+        let mut et = ethertype(12);
+        if et == Some(0x8100) {
+            et = ethertype(16);
+            l3 += 4;
+        }
+        match et? {
+            0x8808 => Some(ControlFrame::Pfc),
+            0x0800 => {
+                let l4 = l3 + (*frame.get(l3)? as usize & 0x0f) * 4;
+                if frame.get(l3 + 9) != Some(&17) || frame.get(l4 + 2..l4 + 4)? != udp::ROCEV2_PORT.to_be_bytes() {
+                    return None;
+                }
+                match *frame.get(l4 + udp::HEADER_LEN)? {
+                    0x11 => Some(ControlFrame::Ack),
+                    0x81 => Some(ControlFrame::Cnp),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of wire time a port charges for control frames instead of their
+/// length: for calibrating against a simulator whose control packets are
+/// smaller than real frames (`weft run --frame-bytes`). Frames of a kind
+/// left `None`, and every other frame, take their length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ControlFrameBytes {
+    /// PAUSE and PFC frames.
+    pub pfc: Option<u16>,
+    /// RoCEv2 ACKs and NAKs.
+    pub ack: Option<u16>,
+    /// RoCEv2 CNPs.
+    pub cnp: Option<u16>,
+}
+
+impl ControlFrameBytes {
+    /// Whether every frame takes its length.
+    pub fn is_none(&self) -> bool {
+        *self == ControlFrameBytes::default()
+    }
+
+    /// The bytes of wire time `frame` takes.
+    #[inline]
+    pub fn charged_len(&self, frame: &[u8]) -> usize {
+        if self.is_none() {
+            return frame.len();
+        }
+        let set = match ControlFrame::of(frame) {
+            Some(ControlFrame::Pfc) => self.pfc,
+            Some(ControlFrame::Ack) => self.ack,
+            Some(ControlFrame::Cnp) => self.cnp,
+            None => None,
+        };
+        set.map_or(frame.len(), usize::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use crate::test_frames::udp_frame;
+
+    #[test]
+    fn control_frames_are_pfc_and_rocev2_acknowledges_and_cnps() {
+        for (opcode, kind) in [
+            (roce::Opcode::Acknowledge, Some(ControlFrame::Ack)),
+            (roce::Opcode::Cnp, Some(ControlFrame::Cnp)),
+            (roce::Opcode::SendOnly, None),
+        ] {
+            let mut f = udp_frame(udp::ROCEV2_PORT, 40);
+            f[42] = opcode.into();
+            assert_eq!(ControlFrame::of(&f), kind, "{opcode:?}");
+            // Truncated: never a control frame, never a panic.
+            for len in 0..43 {
+                assert_eq!(ControlFrame::of(&f[..len]), None);
+            }
+        }
+        let mut data = udp_frame(5000, 40);
+        data[42] = 0x11;
+        assert_eq!(ControlFrame::of(&data), None, "not RoCEv2");
+        let mut pfc = [0u8; pfc::FRAME_LEN];
+        pfc[12..14].copy_from_slice(&[0x88, 0x08]);
+        assert_eq!(ControlFrame::of(&pfc), Some(ControlFrame::Pfc));
+    }
+
+    #[test]
+    fn a_control_frame_is_charged_its_set_bytes_and_any_other_frame_its_length() {
+        let mut ack = udp_frame(udp::ROCEV2_PORT, 20);
+        ack[42] = 0x11;
+        let data = udp_frame(udp::ROCEV2_PORT, 1000);
+        let none = ControlFrameBytes::default();
+        assert!(none.is_none());
+        assert_eq!((none.charged_len(&ack), none.charged_len(&data)), (ack.len(), data.len()));
+        let set = ControlFrameBytes { ack: Some(49), cnp: Some(0), pfc: None };
+        assert_eq!((set.charged_len(&ack), set.charged_len(&data)), (49, data.len()));
+        ack[42] = 0x81;
+        assert_eq!(set.charged_len(&ack), 0);
+        let mut pfc = [0u8; pfc::FRAME_LEN];
+        pfc[12..14].copy_from_slice(&[0x88, 0x08]);
+        assert_eq!(set.charged_len(&pfc), pfc::FRAME_LEN);
+    }
 
     #[test]
     fn parses_udp_and_matches_etherparse() {

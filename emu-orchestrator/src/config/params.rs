@@ -245,6 +245,27 @@ pub fn tm_settings(params: &std::collections::BTreeMap<String, String>) -> Resul
     Ok(TmSettings { rules, held_outside_pfc: held.unwrap_or(false), buffer_bytes, pfc_watchdog, pfc_pause_ns })
 }
 
+/// Reads `--frame-bytes`: `KIND=BYTES` pairs separated by commas, KIND
+/// one of `ack`, `cnp`, `pfc`, BYTES 0 to 9000.
+pub fn parse_frame_bytes(s: &str) -> Result<emu_node::wire::frame::ControlFrameBytes, String> {
+    let mut c = emu_node::wire::frame::ControlFrameBytes::default();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (kind, bytes) = item.split_once('=').ok_or_else(|| format!("`{item}`: expected KIND=BYTES, e.g. ack=49"))?;
+        let b: u16 = bytes.trim().parse().ok().filter(|&b| b <= 9000).ok_or_else(|| format!("`{item}`: expected 0 to 9000 bytes"))?;
+        let slot = match kind.trim() {
+            "ack" => &mut c.ack,
+            "cnp" => &mut c.cnp,
+            "pfc" => &mut c.pfc,
+            k => return Err(format!("`{item}`: unknown frame kind `{k}` (ack, cnp, pfc)")),
+        };
+        *slot = Some(b);
+    }
+    if c.is_none() {
+        return Err(format!("`{s}`: expected at least one KIND=BYTES (ack, cnp, pfc)"));
+    }
+    Ok(c)
+}
+
 /// Every transport parameter: (name, unit, meaning). Defaults: docs/HOSTS.md#reference-parameters.
 pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
@@ -367,5 +388,21 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/SCHEMES.md");
         let doc = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(doc.contains(&reference_markdown()), "docs/SCHEMES.md is stale: regenerate its tables with `weft schemes --markdown`");
+    }
+    #[test]
+    fn frame_bytes_read_each_kind_and_reject_the_rest() {
+        use emu_node::wire::frame::ControlFrameBytes;
+        assert_eq!(parse_frame_bytes("ack=49,cnp=0, pfc=32"), Ok(ControlFrameBytes { ack: Some(49), cnp: Some(0), pfc: Some(32) }));
+        assert_eq!(parse_frame_bytes("ack=49"), Ok(ControlFrameBytes { ack: Some(49), ..Default::default() }));
+        for (bad, says) in [
+            ("", "at least one"),
+            ("ack", "KIND=BYTES"),
+            ("syn=3", "unknown frame kind `syn`"),
+            ("ack=-1", "0 to 9000"),
+            ("pfc=9001", "0 to 9000"),
+        ] {
+            let e = parse_frame_bytes(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

@@ -403,6 +403,7 @@ impl SwitchSettings {
             held_outside_pfc: false,
             pfc_watchdog: None,
             pfc_pause_ns: None,
+            control_frame_bytes: Default::default(),
             routes: Vec::new(),
             leaf_index: None,
             leaves: 0,

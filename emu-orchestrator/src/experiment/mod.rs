@@ -135,6 +135,9 @@ pub struct RunOptions {
     /// Virtual time: record every PFC frame a switch port or host receives
     /// ([`RunOutcome::pfc_events`], `weft run --pfc-trace`).
     pub pfc_trace: bool,
+    /// Wire time of control frames at every switch port and RoCE host,
+    /// when not their length (`weft run --frame-bytes`).
+    pub control_frame_bytes: emu_node::wire::frame::ControlFrameBytes,
 }
 
 /// How long a virtual-time run may go without progress (no flow completes,
@@ -366,6 +369,7 @@ impl Default for RunOptions {
             stall_timeout: StallTimeout::Auto,
             routing_update: None,
             pfc_trace: false,
+            control_frame_bytes: Default::default(),
             transport: Transport::Udp,
             transport_params: Default::default(),
             scale_time_params: false,
@@ -521,6 +525,7 @@ pub fn configured_fabric(topo: &Topology, opts: &RunOptions) -> emu_node::fabric
             }
             (s.buffer_rules, s.held_outside_pfc, s.pfc_watchdog) = (tm.rules, tm.held_outside_pfc, tm.pfc_watchdog);
             s.pfc_pause_ns = tm.pfc_pause_ns;
+            s.control_frame_bytes = opts.control_frame_bytes;
             if tm.buffer_bytes.is_some() {
                 s.buffer_bytes = tm.buffer_bytes;
             }
@@ -775,6 +780,7 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             rc.dcqcn.rhai = scaled(rc.dcqcn.rhai);
             rc.dcqcn.min_rate = scaled(rc.dcqcn.min_rate);
             apply_transport_params(&mut rc, &opts.transport_params)?;
+            rc.control_frame_bytes = opts.control_frame_bytes;
             HostTransport::Roce(rc)
         }
     };

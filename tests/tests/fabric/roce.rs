@@ -31,6 +31,32 @@ fn one_roce_flow_alone_runs_at_line_rate_with_both_transports() {
     }
 }
 
+/// `--frame-bytes` reaches the hosts and switches: with ACKs charged 9 000 B
+/// of wire time each, the receiver's link and the fabric cannot carry an
+/// ACK per data packet, so the sender hears of its last packet much later
+/// (its completion time); the data itself is not slowed.
+#[test]
+fn acks_charged_more_wire_time_arrive_later() {
+    let text = shipped("leaf-spine-2x4");
+    let run_with = |control_frame_bytes| {
+        let opts = RunOptions {
+            traffic: Pattern::Pair(0, 7),
+            flow_size: 200_000,
+            transport: Transport::RoceLossless,
+            control_frame_bytes,
+            ..RunOptions::default()
+        };
+        run(text, &opts).summary.flows[0].clone()
+    };
+    let plain = run_with(Default::default());
+    let heavy = run_with(emu_node::wire::frame::ControlFrameBytes { ack: Some(9_000), ..Default::default() });
+    assert_eq!((plain.bytes_delivered, heavy.bytes_delivered), (200_000, 200_000));
+    let (p, h) = (plain.sender_fct.unwrap(), heavy.sender_fct.unwrap());
+    assert!(h > 3 * p, "sender FCT with 9 000 B ACKs {h} ns, with real ACKs {p} ns");
+    let (p, h) = (plain.fct.unwrap(), heavy.fct.unwrap());
+    assert!(h <= p + p / 10, "the data's FCT with 9 000 B ACKs {h} ns, with real ACKs {p} ns");
+}
+
 /// ECMP, except that the first data packet with PSN 10 entering from a host
 /// is recirculated three times (~3 us) before it is forwarded: it falls
 /// behind the packets sent after it. Its retransmissions pass normally.

@@ -88,6 +88,8 @@ pub struct Nic {
     pub pfc_log: crate::pfc_log::PfcLog,
     /// Buffers of frames received and handled, for the frames sent next.
     pub frames: weft_wire::buffer::FramePool,
+    /// Wire time of the control frames it sends, when not their length.
+    pub control_frame_bytes: weft_wire::frame::ControlFrameBytes,
 }
 
 impl Nic {
@@ -108,6 +110,7 @@ impl Nic {
             counters: HostCounters::default(),
             pfc_log: Default::default(),
             frames: Default::default(),
+            control_frame_bytes: Default::default(),
         })
     }
 
@@ -253,7 +256,7 @@ impl Nic {
 
     /// Puts `frame` on the wire at `now` (the wire must be free).
     pub fn transmit(&mut self, now: Nanos, frame: BytesMut, out: &mut Vec<Transmit>) {
-        let end = self.serializer.start(now, frame.len());
+        let end = self.serializer.start(now, self.control_frame_bytes.charged_len(&frame));
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += frame.len() as u64;
         out.push(Transmit { port: PortId(0), frame, start: now, end });

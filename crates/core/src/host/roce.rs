@@ -212,6 +212,10 @@ pub struct RoceConfig {
     /// virtual time leaves the 4 bytes zero (no weft node reads them, so
     /// results do not change), which saves a CRC over every packet.
     pub icrc: bool,
+    /// Wire time of the ACKs, NAKs and CNPs the host sends, when not their
+    /// length (calibration, `weft run --frame-bytes`).
+    #[serde(default)]
+    pub control_frame_bytes: weft_wire::frame::ControlFrameBytes,
 }
 
 impl RoceConfig {
@@ -224,6 +228,7 @@ impl RoceConfig {
             gbn_timeout: 1_000 * MICROS,
             dcqcn: DcqcnConfig::default(),
             icrc: true,
+            control_frame_bytes: Default::default(),
         }
     }
     /// IRN with BDP flow control for `bdp_bytes` (104 000 B on leaf-spine at 100G).
@@ -526,7 +531,11 @@ impl RoceHost {
         Ok(RoceHost {
             id,
             name: node.name.clone(),
-            nic: Nic::from_spec(node)?,
+            nic: {
+                let mut nic = Nic::from_spec(node)?;
+                nic.control_frame_bytes = cfg.control_frame_bytes;
+                nic
+            },
             cfg,
             send: Vec::new(),
             send_qpns: Vec::new(),

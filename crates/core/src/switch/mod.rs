@@ -52,7 +52,7 @@ use weft_tofino::tm::{Arrival, Dequeued, PassThrough, PfcTransition, QueueStats}
 use weft_tofino::{
     Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
 };
-use weft_wire::frame::{FrameInfo, FrameKind};
+use weft_wire::frame::{ControlFrameBytes, FrameInfo, FrameKind};
 use weft_wire::ids::{NodeId, PortId, QueueId};
 use weft_wire::time::{BitRate, Nanos};
 use weft_wire::{arp, ethernet, ipv4, pfc, EtherType, EthernetAddress, Ipv4Address};
@@ -450,6 +450,8 @@ pub struct Switch {
     software: Option<SoftwareIngress>,
     /// The PFC frames received, when a driver asked ([`Switch::pfc_log_mut`]).
     pfc_log: crate::pfc_log::PfcLog,
+    /// Wire time of control frames, when not their length (`SwitchSpec::control_frame_bytes`).
+    control_frame_bytes: ControlFrameBytes,
 }
 
 /// What a switch boots from: its fabric spec and its settings before the
@@ -675,6 +677,7 @@ impl Switch {
             boot_image: None,
             software,
             pfc_log: Default::default(),
+            control_frame_bytes: node.as_switch().map_or_else(ControlFrameBytes::default, |s| s.control_frame_bytes),
             cfg,
         })
     }
@@ -1471,7 +1474,7 @@ impl Switch {
 
     fn transmit(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {
         let p = &mut self.ports[port.index()];
-        let end = p.serializer.start(now, frame.len());
+        let end = p.serializer.start(now, self.control_frame_bytes.charged_len(&frame));
         if p.packet_slot_ns > 0 {
             p.next_start = now + p.packet_slot_ns;
         }
