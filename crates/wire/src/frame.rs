@@ -153,30 +153,18 @@ pub enum ControlFrame {
 }
 
 impl ControlFrame {
-    /// What kind of control frame `frame` is, if any. Reads fixed offsets
-    /// only (an 802.1Q tag and IPv4 options are skipped), so a port can ask
-    /// it of every frame it sends; a malformed frame is none.
+    /// What kind of control frame `frame` is, if any ([`FrameInfo::parse`]:
+    /// a PFC frame, or a RoCEv2 packet by its BTH opcode); a malformed
+    /// frame is none.
     pub fn of(frame: &[u8]) -> Option<ControlFrame> {
-        let ethertype = |o: usize| frame.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-        let mut l3 = ethernet::HEADER_LEN;
-        let mut et = ethertype(12);
-        if et == Some(0x8100) {
-            et = ethertype(16);
-            l3 += 4;
-        }
-        match et? {
-            0x8808 => Some(ControlFrame::Pfc),
-            0x0800 => {
-                let l4 = l3 + (*frame.get(l3)? as usize & 0x0f) * 4;
-                if frame.get(l3 + 9) != Some(&17) || frame.get(l4 + 2..l4 + 4)? != udp::ROCEV2_PORT.to_be_bytes() {
-                    return None;
-                }
-                match *frame.get(l4 + udp::HEADER_LEN)? {
-                    0x11 => Some(ControlFrame::Ack),
-                    0x81 => Some(ControlFrame::Cnp),
-                    _ => None,
-                }
-            }
+        let info = FrameInfo::parse(frame).ok()?;
+        match info.kind {
+            FrameKind::Pfc => Some(ControlFrame::Pfc),
+            FrameKind::Ipv4 => match roce::Opcode::from(*frame.get(info.ip?.bth_offset? as usize)?) {
+                roce::Opcode::Acknowledge => Some(ControlFrame::Ack),
+                roce::Opcode::Cnp => Some(ControlFrame::Cnp),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -244,6 +232,8 @@ mod tests {
         assert_eq!(ControlFrame::of(&data), None, "not RoCEv2");
         let mut pfc = [0u8; pfc::FRAME_LEN];
         pfc[12..14].copy_from_slice(&[0x88, 0x08]);
+        assert_eq!(ControlFrame::of(&pfc), None, "MAC control, but no PFC payload");
+        pfc::Repr::for_priority(3, 100).emit(&mut pfc[ethernet::HEADER_LEN..]);
         assert_eq!(ControlFrame::of(&pfc), Some(ControlFrame::Pfc));
     }
 
@@ -261,7 +251,9 @@ mod tests {
         assert_eq!(set.charged_len(&ack), 0);
         let mut pfc = [0u8; pfc::FRAME_LEN];
         pfc[12..14].copy_from_slice(&[0x88, 0x08]);
-        assert_eq!(set.charged_len(&pfc), pfc::FRAME_LEN);
+        pfc::Repr::for_priority(3, 100).emit(&mut pfc[ethernet::HEADER_LEN..]);
+        assert_eq!(set.charged_len(&pfc), pfc::FRAME_LEN, "pfc not set");
+        assert_eq!(ControlFrameBytes { pfc: Some(32), ..set }.charged_len(&pfc), 32);
     }
 
     #[test]
