@@ -186,8 +186,9 @@ pub struct ControlFrameBytes {
 
 impl ControlFrameBytes {
     /// Whether every frame takes its length.
+    #[inline(always)]
     pub fn is_none(&self) -> bool {
-        *self == ControlFrameBytes::default()
+        self.pfc.is_none() && self.ack.is_none() && self.cnp.is_none()
     }
 
     /// The bytes of wire time `frame` takes. Every port asks it of every
@@ -195,7 +196,7 @@ impl ControlFrameBytes {
     /// stays out of the caller.
     #[inline(always)]
     pub fn charged_len(&self, frame: &[u8]) -> usize {
-        if self.pfc.is_none() && self.ack.is_none() && self.cnp.is_none() {
+        if self.is_none() {
             return frame.len();
         }
         self.charged_len_of_any(frame)
