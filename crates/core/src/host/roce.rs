@@ -1055,8 +1055,14 @@ impl RoceHost {
         // Next wakeup.
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |x: Nanos| x.min(t)));
-        if self.nic.is_busy(now) || self.nic.has_control() {
-            consider(self.nic.busy_until().max(now + if self.nic.is_busy(now) { 0 } else { 1 }));
+        // Nothing leaves before the frame on the wire has: a wake-up for a
+        // frame or a QP is at the wire's end at the earliest, and none is
+        // made for the wire's end alone (a receiver sending one ACK would
+        // wake for nothing at the end of each).
+        let busy = self.nic.is_busy(now);
+        let free_at = if busy { self.nic.busy_until() } else { now };
+        if self.nic.has_control() {
+            consider(free_at.max(now + if busy { 0 } else { 1 }));
         }
         if let Some(t) = self.nic.arp_retry_at() {
             if !self.unfinished.is_empty() {
@@ -1071,21 +1077,19 @@ impl RoceHost {
         // pause end if later.
         for (class, heap) in self.pending.iter().enumerate() {
             if let Some(&Reverse((start, _))) = heap.peek() {
-                consider(start.max(self.nic.paused_until(class as u8)));
+                consider(start.max(self.nic.paused_until(class as u8)).max(free_at));
             }
         }
         for &i in &self.started {
             let qp = &self.send[i];
             let class = qp.flow.dscp >> 3;
-            let mut t = qp.next_send.max(qp.flow.start).max(now.min(self.nic.busy_until()));
-            if self.nic.paused_until(class) > t {
-                t = self.nic.paused_until(class);
-            }
+            let t = qp.next_send.max(qp.flow.start).max(self.nic.paused_until(class)).max(free_at);
             let has_work = qp.next_retx().is_some() || qp.snd_nxt < qp.packets;
             if has_work && t > now {
                 consider(t);
-            } else if has_work && !self.nic.is_busy(now) {
-                // Blocked by the BDP window: an ACK or the RTO wakes it.
+            } else if has_work {
+                // The wire is free and the QP did not send: blocked by the
+                // BDP window; an ACK or the RTO wakes it.
             }
             if qp.snd_una < qp.snd_nxt {
                 match irn_rto {
@@ -1093,9 +1097,6 @@ impl RoceHost {
                     None => consider(qp.last_progress + self.cfg.gbn_timeout),
                 }
             }
-        }
-        if self.nic.is_busy(now) && !self.unfinished.is_empty() {
-            consider(self.nic.busy_until());
         }
         self.timer = next;
     }
