@@ -520,14 +520,7 @@ impl TcpHost {
             // when every sender sat in it.
             let (n, total) = (self.active.len(), self.active.len() + self.pending.len());
             let mss_u = self.cfg.mss as u64;
-            let can = |s: &TcpSender| {
-                s.flow.start <= now
-                    && self.nic.paused_until(s.flow.dscp >> 3) <= now
-                    && (s.rtx.is_some()
-                        || (s.snd_nxt < s.flow.size
-                            && s.flow.written_by(now) >= s.flow.size.min(s.snd_nxt + mss_u)
-                            && (s.snd_nxt - s.snd_una) + (s.flow.size - s.snd_nxt).min(mss_u) <= s.window().max(mss_u)))
-            };
+            let can = |s: &TcpSender| s.can_send(now, self.nic.paused_until(s.flow.dscp >> 3), mss_u);
             let from = (self.rr % total.max(1)).min(n);
             if let Some(i) = (from..n).chain(0..from).map(|p| self.active[p]).find(|&i| can(&self.send[i])) {
                 match self.nic.gateway_mac(now) {
@@ -571,8 +564,20 @@ impl TcpHost {
         let mss_u = self.cfg.mss as u64;
         let mut next: Option<Nanos> = None;
         let mut consider = |t: Nanos| next = Some(next.map_or(t, |x: Nanos| x.min(t)));
-        if self.nic.is_busy(now) && (self.nic.has_control() || unfinished) {
-            consider(self.nic.busy_until());
+        // Nothing leaves before the frame on the wire has: a wake-up for a
+        // segment is at the wire's end at the earliest, and one for the
+        // wire's end is made only when something could leave then (a
+        // receiver sending ACKs would wake for nothing at the end of each).
+        let busy = self.nic.is_busy(now);
+        let free_at = if busy { self.nic.busy_until() } else { now };
+        if busy
+            && (self.nic.has_control()
+                || self.active.iter().any(|&i| {
+                    let s = &self.send[i];
+                    s.can_send(free_at, self.nic.paused_until(s.flow.dscp >> 3), mss_u)
+                }))
+        {
+            consider(free_at);
         }
         if let Some(t) = self.nic.arp_retry_at() {
             if unfinished {
@@ -580,7 +585,7 @@ impl TcpHost {
             }
         }
         if let Some(&Reverse((start, _))) = self.pending.peek() {
-            consider(start);
+            consider(start.max(free_at));
         }
         for &i in &self.active {
             let s = &self.send[i];
@@ -592,11 +597,11 @@ impl TcpHost {
             // is to come).
             let next_segment = s.flow.size.min(s.snd_nxt + mss_u);
             if s.snd_nxt < s.flow.size && s.flow.written_by(now) < next_segment {
-                consider(s.flow.written_at(next_segment));
+                consider(s.flow.written_at(next_segment).max(free_at));
             }
             let p = self.nic.paused_until(s.flow.dscp >> 3);
             if p > now {
-                consider(p);
+                consider(p.max(free_at));
             }
         }
         self.timer = next;
@@ -604,6 +609,19 @@ impl TcpHost {
 }
 
 impl TcpSender {
+    /// Whether a segment of this sender may leave at `t` (its class paused
+    /// until `paused_until`): started, not paused, and a retransmission
+    /// queued or a full segment (or the flow's last bytes) written and
+    /// inside the window.
+    fn can_send(&self, t: Nanos, paused_until: Nanos, mss: u64) -> bool {
+        self.flow.start <= t
+            && paused_until <= t
+            && (self.rtx.is_some()
+                || (self.snd_nxt < self.flow.size
+                    && self.flow.written_by(t) >= self.flow.size.min(self.snd_nxt + mss)
+                    && (self.snd_nxt - self.snd_una) + (self.flow.size - self.snd_nxt).min(mss) <= self.window().max(mss)))
+    }
+
     /// The retransmission timeout in force (before back-off doubles it).
     pub fn rto(&self) -> Nanos {
         self.rto
