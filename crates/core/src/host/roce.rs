@@ -62,6 +62,12 @@
 //! event. Pacing: a QP sends its next packet `wire bytes x 8 / rate` after
 //! the previous one (`UpdateNextAvail` with `RATE_BOUND 1`).
 //!
+//! Wake-ups: the host's timer is the earliest instant at which something
+//! could leave (a QP ready and the wire free, a control frame and the wire
+//! free, a QP's start, a pause's end, a retransmission timeout), never the
+//! end of a frame on the wire alone; frames leave at the same instants as
+//! if the host woke at every event, so the wake-up rule moves no result.
+//!
 //! Go-Back-N also resends from the oldest unacknowledged packet after
 //! `gbn_timeout` (1 ms) without progress, so a tail lost on a failed link
 //! does not hang the QP.

@@ -18,6 +18,12 @@
 //! flow with an application rate (iperf3's `-b`) sends only bytes already
 //! written, in full segments. DCTCP: `alpha = (1 - g) alpha + g F` once per window of data, and
 //! `cwnd = cwnd (1 - alpha / 2)` at most once per window on ECE.
+//!
+//! Wake-ups: the host's timer is the earliest instant at which a segment
+//! or a control frame could leave with the wire free, a flow starts or
+//! has its next segment written, a pause ends, or a retransmission timer
+//! fires; never the end of a frame on the wire alone (a receiver's ACKs
+//! would wake it for nothing at the end of each).
 
 use super::nic::{HostError, Nic};
 use super::SizedFlow;
