@@ -1091,11 +1091,10 @@ impl RoceHost {
             let class = qp.flow.dscp >> 3;
             let t = qp.next_send.max(qp.flow.start).max(self.nic.paused_until(class)).max(free_at);
             let has_work = qp.next_retx().is_some() || qp.snd_nxt < qp.packets;
+            // (A QP with work and `t` ≤ now had the wire free and did not
+            // send: the BDP window holds it, and an ACK or the RTO wakes it.)
             if has_work && t > now {
                 consider(t);
-            } else if has_work {
-                // The wire is free and the QP did not send: blocked by the
-                // BDP window; an ACK or the RTO wakes it.
             }
             if qp.snd_una < qp.snd_nxt {
                 match irn_rto {
