@@ -41,6 +41,13 @@ pub fn link_down(link: &str, down: &str, up: Option<&str>) -> String {
     s
 }
 
+/// The timer events of a run without link or node events: every event
+/// that was neither a frame through a switch nor a frame to a host.
+pub fn timer_events(s: &emu_node::results::Summary) -> u64 {
+    let t = &s.totals;
+    t.events - t.packet_hops - t.host_deliveries
+}
+
 pub fn run(topology_text: &str, opts: &RunOptions) -> RunOutcome {
     let topo = Topology::parse("test.toml", topology_text).expect("topology");
     let outcome = experiment::run(&topo, opts, &mut |_, _| {}).expect("run");

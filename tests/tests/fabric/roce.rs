@@ -45,8 +45,7 @@ fn a_receiver_does_not_wake_at_the_end_of_each_ack() {
     let f = &s.flows[0];
     assert_eq!(f.bytes_delivered, 1_000_000);
     let packets = 1_000_000_u64.div_ceil(payload);
-    let t = &s.totals;
-    let timers = t.events - t.packet_hops - t.host_deliveries;
+    let (t, timers) = (&s.totals, crate::timer_events(&s));
     assert!(
         timers < packets * 3 / 2,
         "{timers} timer events for {packets} data packets ({} events, {} hops, {} deliveries)",

@@ -11,6 +11,14 @@ fn opts(cc: &str, traffic: Pattern, size: u64) -> RunOptions {
     o
 }
 
+/// NewReno hosts running the flows of a flow list (`--flows-file`'s
+/// format; `name` is the file name errors give).
+fn flow_list(name: &str, flows: &str) -> RunOptions {
+    let mut o = opts("newreno", Pattern::Permutation, 0);
+    o.flow_list = Some((name.into(), flows.into()));
+    o
+}
+
 #[test]
 fn one_tcp_flow_alone_is_within_10_percent_of_its_base_fct() {
     for name in ["leaf-spine-2x4", "leaf-spine-8x8"] {
@@ -62,10 +70,9 @@ fn an_arp_reply_slower_than_the_retry_does_not_stall_a_host_with_a_later_flow() 
     // retry. h126 first receives (its ACKs ask ARP), and its own flow only
     // starts later: the due retry once woke it in the past forever.
     let flows = "2\n113 126 3 32000 0.005032780\n126 32 3 32000 0.005514379\n";
-    let mut o = opts("newreno", Pattern::Permutation, 0);
+    let mut o = flow_list("two.txt", flows);
     o.scheme = Some("ecmp".into());
     o.until = 50_000_000;
-    o.flow_list = Some(("two.txt".into(), flows.into()));
     let s = run(shipped("fat-tree-k8-lbsp"), &o).summary;
     assert!(s.flows.iter().all(|f| f.bytes_delivered == 32_000), "both flows delivered");
     assert!(s.simulated_ns < 10_000_000, "ended when the flows did: {} ns", s.simulated_ns);
@@ -78,13 +85,10 @@ fn an_arp_reply_slower_than_the_retry_does_not_stall_a_host_with_a_later_flow() 
 /// timer events in all, against 3 550 since; a run is deterministic).
 #[test]
 fn a_window_bound_sender_does_not_wake_at_the_end_of_each_ack_it_sends() {
-    let flows = "2\n0 15 0 1000000 0 window_bytes=16384\n15 0 0 1000000 0\n";
-    let mut o = opts("newreno", Pattern::Permutation, 0);
-    o.flow_list = Some(("two.txt".into(), flows.into()));
+    let o = flow_list("two.txt", "2\n0 15 0 1000000 0 window_bytes=16384\n15 0 0 1000000 0\n");
     let s = run(shipped("leaf-spine-2x4"), &o).summary;
     assert!(s.flows.iter().all(|f| f.bytes_delivered == 1_000_000), "both flows delivered");
-    let t = &s.totals;
-    let timers = t.events - t.packet_hops - t.host_deliveries;
+    let (t, timers) = (&s.totals, crate::timer_events(&s));
     assert!(timers < 3_800, "{timers} timer events ({} events, {} hops, {} deliveries)", t.events, t.packet_hops, t.host_deliveries);
 }
 
@@ -93,9 +97,7 @@ fn an_application_rate_and_a_socket_window_bound_a_flow_as_iperf3s_b_and_w() {
     // leaf-spine-2x4: 100 Gbit/s hosts. One 1 MB flow written at 1 Gbit/s
     // (iperf3 -b 1G) takes size / rate; one with a 16 KiB socket window
     // (-w 16K) never has more in flight; DSCP from the flow list.
-    let flows = "2\n0 15 0 1000000 0 - - rate_bps=1000000000 dscp=4\n1 14 0 1000000 0 window_bytes=16384\n";
-    let mut o = opts("newreno", Pattern::Permutation, 0);
-    o.flow_list = Some(("iperf.txt".into(), flows.into()));
+    let mut o = flow_list("iperf.txt", "2\n0 15 0 1000000 0 - - rate_bps=1000000000 dscp=4\n1 14 0 1000000 0 window_bytes=16384\n");
     let s = run(shipped("leaf-spine-2x4"), &o).summary;
     let (paced, windowed) = (&s.flows[0], &s.flows[1]);
     let at_rate = 1_000_000 * 8; // ns at 1 Gbit/s
