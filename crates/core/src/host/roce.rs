@@ -60,7 +60,12 @@
 //! in insertion order). The timers are evaluated lazily, when the QP is next
 //! looked at (a CNP, a send), which gives the same rates as running every
 //! event. Pacing: a QP sends its next packet `wire bytes x 8 / rate` after
-//! the previous one (`UpdateNextAvail` with `RATE_BOUND 1`).
+//! the previous one (`UpdateNextAvail` with `RATE_BOUND 1`), in whole ns
+//! with the fraction carried to the next gap, so a QP sends its rate on
+//! average. (The authors' simulator truncates each gap to the ns, `Time`
+//! keeping the integer part, so its QPs send up to 1 ns per packet faster
+//! than their rate; rounding each gap up, as weft did before, sent up to
+//! 1 ns slower.)
 //!
 //! Wake-ups: the host's timer is the earliest instant at which something
 //! could leave (a QP ready and the wire free, a control frame and the wire
@@ -275,6 +280,11 @@ pub struct SendQp {
     cc: Dcqcn,
     #[serde(skip)]
     next_send: Nanos,
+    /// The fraction of a ns by which `next_send` is early: the pacing's
+    /// rounding carried to the next packet, so a QP paced at `rate` sends
+    /// at `rate` on average, not a little below it.
+    #[serde(skip)]
+    pace_carry: f32,
     #[serde(skip)]
     last_progress: Nanos,
     /// Loss-recovery state, made at the QP's first NAK or timeout and
@@ -434,6 +444,18 @@ impl Dcqcn {
         *rate = (*rate + self.target) / 2.0;
         self.stage = self.stage.saturating_add(1);
     }
+}
+
+/// The time from a `len`-byte packet of a QP paced at `rate` bit/s to its
+/// next, in whole ns, with the fraction of a ns left over carried in
+/// `carry` to the next packet's: back to back, a QP sends `rate` on
+/// average (rounding each gap up would send a little below it: 0.3 % at
+/// 50 Gbit/s with 1 kB packets).
+fn pacing_gap(len: usize, rate: f64, carry: &mut f32) -> Nanos {
+    let gap = len as f64 * 8e9 / rate.max(1.0) + f64::from(*carry);
+    let whole = gap.floor();
+    *carry = (gap - whole) as f32;
+    whole as Nanos
 }
 
 /// A synthetic RoCEv2 host. Call order as [`crate::node`] says.
@@ -596,6 +618,7 @@ impl RoceHost {
             acked_at: None,
             cc,
             next_send: flow.start,
+            pace_carry: 0.0,
             last_progress: flow.start,
             loss: None,
         });
@@ -1045,7 +1068,7 @@ impl RoceHost {
                                 self.rto_floor = self.rto_floor.min(qp.last_progress + self.cfg.recovery.min_rto(self.cfg.gbn_timeout));
                             }
                             qp.max_in_flight = qp.max_in_flight.max(in_flight + if retx { 0 } else { len as u64 });
-                            qp.next_send = now + BitRate(qp.rate.max(1.0) as u64).serialization_ns(len);
+                            qp.next_send = now + pacing_gap(len, qp.rate, &mut qp.pace_carry);
                             let at = if self.unfinished.contains(i) { self.unfinished.rank(i) } else { 0 };
                             self.rr = (at + 1) % n.max(1);
                         }
@@ -1143,6 +1166,22 @@ mod tests {
                 assert_eq!(find_sorted(keys, q), want, "{q} in {} keys", keys.len());
             }
         }
+    }
+
+    #[test]
+    fn a_paced_qp_sends_its_rate_on_average() {
+        // 1 058 B frames at 37.3 Gbit/s: 226.91 ns apart, not a whole ns.
+        let (len, rate) = (1058usize, 37.3e9);
+        let mut carry = 0.0f32;
+        let mut t: Nanos = 0;
+        for k in 1..=100_000u64 {
+            t += pacing_gap(len, rate, &mut carry);
+            let exact = k as f64 * len as f64 * 8e9 / rate;
+            assert!((t as f64 - exact).abs() < 1.0, "after {k} packets: {t} ns against {exact:.2}");
+        }
+        // A whole-ns gap stays whole.
+        let mut carry = 0.0f32;
+        assert_eq!((0..1000).map(|_| pacing_gap(1000, 100e9, &mut carry)).sum::<Nanos>(), 80_000);
     }
 
     /// Drives one QP's DCQCN state: CNPs at `cnps` (ns), then reads the
