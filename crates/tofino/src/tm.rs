@@ -106,9 +106,10 @@ use weft_wire::time::Nanos;
 /// RED-style ECN marking profile of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RedConfig {
-    /// Below this depth (bytes) nothing is marked.
+    /// At or below this depth (bytes) nothing is marked.
     pub kmin_bytes: u64,
-    /// At or above this depth every ECT packet is marked.
+    /// At or above this depth every ECT packet is marked (with
+    /// `kmin_bytes == kmax_bytes`, a step: every packet above it).
     pub kmax_bytes: u64,
     /// Marking probability reached at Kmax.
     pub pmax: f64,

@@ -328,8 +328,9 @@ impl SwitchSettings {
             let r = e.get_ref();
             let (kmin, kmax) = (cx.size(&r.kmin)?, cx.size(&r.kmax)?);
             let pmax = *r.pmax.get_ref();
-            if kmin >= kmax || !(0.0..=1.0).contains(&pmax) {
-                return cx.err(cx.at(e), "ecn needs kmin < kmax and 0 <= pmax <= 1");
+            // kmin = kmax is step marking (every packet at or above it).
+            if kmin > kmax || !(0.0..=1.0).contains(&pmax) {
+                return cx.err(cx.at(e), "ecn needs kmin <= kmax and 0 <= pmax <= 1");
             }
             self.ecn = Some(RedConfig { kmin_bytes: kmin, kmax_bytes: kmax, pmax });
         }

@@ -146,6 +146,22 @@ fn other_errors_are_specific() {
 }
 
 #[test]
+fn ecn_takes_a_ramp_or_a_step() {
+    let ecn = |kmin: &str, kmax: &str| format!("{LS}[switches]\necn = {{ kmin = \"{kmin}\", kmax = \"{kmax}\", pmax = 0.2 }}\n");
+    let red = |text: &str| {
+        let t = Topology::parse("t.toml", text).unwrap();
+        let f = &t.fabric;
+        f.nodes[f.node_by_name("leaf0").unwrap().index()].as_switch().unwrap().ecn.unwrap()
+    };
+    let step = red(&ecn("400KB", "400KB"));
+    assert_eq!((step.kmin_bytes, step.kmax_bytes), (400_000, 400_000));
+    assert_eq!((step.probability(400_000), step.probability(400_001)), (0.0, 1.0), "every packet above 400 KB");
+    let ramp = red(&ecn("100KB", "400KB"));
+    assert!((ramp.probability(250_000) - 0.1).abs() < 1e-12, "half way up the ramp: pmax / 2");
+    assert!(err(&ecn("400KB", "100KB")).message.contains("ecn needs kmin <= kmax"));
+}
+
+#[test]
 fn events_and_overrides_apply() {
     let text = format!(
         "{LS}[overrides.spine1]\nbuffer = \"1MB\"\npfc = true\n[[events]]\nat = \"2ms\"\nlink = \"spine1-leaf0\"\naction = \"degrade\"\nrate = \"1Gbps\"\n"
