@@ -267,7 +267,7 @@ pub fn parse_frame_bytes(s: &str) -> Result<emu_node::wire::frame::ControlFrameB
 }
 
 /// Every transport parameter: (name, unit, meaning). Defaults: docs/HOSTS.md#reference-parameters.
-pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
+pub const TRANSPORT_PARAMS: [(&str, &str, &str); 27] = [
     ("roce.gbn_timeout", "duration", "Go-Back-N: resend after this long without progress (1ms)"),
     ("tcp.cc", "newreno|dctcp", "TCP congestion control (newreno)"),
     ("tcp.mss", "bytes", "maximum segment size (1460)"),
@@ -282,6 +282,11 @@ pub const TRANSPORT_PARAMS: [(&str, &str, &str); 26] = [
     ("tcp.dctcp_g", "fraction", "DCTCP gain g (1/16)"),
     ("roce.payload", "bytes", "payload per packet (1000)"),
     ("roce.nak_interval", "duration", "receiver: at most one NAK per QP per interval (4us)"),
+    (
+        "roce.arp",
+        "resolve|static",
+        "the gateway's MAC: asked for with ARP before a host's first frame (resolve), or known from the start (static, as the ConWeave authors' simulator, which has no ARP) (resolve)",
+    ),
     ("irn.bdp", "size", "IRN in-flight limit (default: the fabric's BDP)"),
     ("irn.rto_low", "duration", "IRN timeout with <= 3 packets in flight (100us)"),
     ("irn.rto_high", "duration", "IRN timeout otherwise (320us)"),

@@ -289,6 +289,13 @@ fn apply_transport_params(rc: &mut RoceConfig, params: &std::collections::BTreeM
                     .ok_or_else(|| bad("not a payload size in 64..=9000".into()))?
             }
             "roce.nak_interval" => rc.nak_interval = dur()?,
+            "roce.arp" => {
+                rc.static_arp = match v.as_str() {
+                    "static" => true,
+                    "resolve" => false,
+                    _ => return Err(bad("expected resolve or static".into())),
+                }
+            }
             "roce.gbn_timeout" => rc.gbn_timeout = dur()?,
             "irn.bdp" | "irn.rto_low" | "irn.rto_high" | "irn.resend" => match &mut rc.recovery {
                 Recovery::Irn { bdp_bytes, rto_low, rto_high, resend } => match k.as_str() {

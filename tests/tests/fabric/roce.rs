@@ -85,6 +85,29 @@ fn acks_charged_more_wire_time_arrive_later() {
     assert!(h <= p + p / 10, "the data's FCT with 9 000 B ACKs {h} ns, with real ACKs {p} ns");
 }
 
+/// `roce.arp=static`: the host knows its gateway's MAC from the start, so
+/// its first data packet leaves at the flow's start; with ARP (the default)
+/// it leaves one round trip to the leaf later (2 x 1 us of links on
+/// leaf-spine-2x4, plus the request's and the reply's wire time).
+#[test]
+fn static_arp_sends_the_first_packet_at_the_flows_start() {
+    let first_sent = |arp: &str| {
+        let opts = RunOptions {
+            traffic: Pattern::Pair(0, 7),
+            flow_size: 10_000,
+            transport: Transport::RoceLossless,
+            transport_params: [("roce.arp".to_string(), arp.to_string())].into(),
+            ..RunOptions::default()
+        };
+        let f = run(shipped("leaf-spine-2x4"), &opts).summary.flows[0].clone();
+        assert_eq!(f.bytes_delivered, 10_000, "roce.arp={arp}");
+        f.first_sent.expect("sent") - f.start
+    };
+    let (resolve, fixed) = (first_sent("resolve"), first_sent("static"));
+    assert_eq!(fixed, 0, "static: the first packet leaves at the flow's start");
+    assert!((2_000..3_000).contains(&resolve), "resolve: the first packet waits one ARP round trip ({resolve} ns)");
+}
+
 /// ECMP, except that the first data packet with PSN 10 entering from a host
 /// is recirculated three times (~3 us) before it is forwarded: it falls
 /// behind the packets sent after it. Its retransmissions pass normally.

@@ -114,6 +114,17 @@ impl Nic {
         })
     }
 
+    /// Starts with the gateway's MAC known: the MAC of the switch port at
+    /// the other end of the host's link, the gateway's own (a fabric's
+    /// hosts hang off their leaf). For calibration against simulators that
+    /// have no ARP (the ConWeave authors' ns-3): otherwise each host's first
+    /// frame waits one round trip to its leaf.
+    pub fn resolve_gateway_statically(&mut self, node: &NodeSpec) {
+        if let Some(port) = node.ports.first() {
+            self.arp = Arp::Resolved(port.peer_mac);
+        }
+    }
+
     /// Line rate.
     pub fn rate(&self) -> BitRate {
         self.serializer.rate()

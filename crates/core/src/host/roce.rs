@@ -227,6 +227,10 @@ pub struct RoceConfig {
     /// length (calibration, `weft run --frame-bytes`).
     #[serde(default)]
     pub control_frame_bytes: weft_wire::frame::ControlFrameBytes,
+    /// The gateway's MAC known from the start, no ARP (`roce.arp=static`:
+    /// as the ConWeave authors' simulator, which has no ARP).
+    #[serde(default)]
+    pub static_arp: bool,
 }
 
 impl RoceConfig {
@@ -240,6 +244,7 @@ impl RoceConfig {
             dcqcn: DcqcnConfig::default(),
             icrc: true,
             control_frame_bytes: Default::default(),
+            static_arp: false,
         }
     }
     /// IRN with BDP flow control for `bdp_bytes` (104 000 B on leaf-spine at 100G).
@@ -562,6 +567,9 @@ impl RoceHost {
             nic: {
                 let mut nic = Nic::from_spec(node)?;
                 nic.control_frame_bytes = cfg.control_frame_bytes;
+                if cfg.static_arp {
+                    nic.resolve_gateway_statically(node);
+                }
                 nic
             },
             cfg,
