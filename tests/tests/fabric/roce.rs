@@ -85,6 +85,36 @@ fn acks_charged_more_wire_time_arrive_later() {
     assert!(h <= p + p / 10, "the data's FCT with 9 000 B ACKs {h} ns, with real ACKs {p} ns");
 }
 
+/// A host that receives ECN-marked traffic while it sends: with CNPs
+/// charged no wire time (`--frame-bytes cnp=0`, as `compare-ns3` runs: their
+/// CNP is a flag on the ACK), a CNP leaves the host's wire free, and the
+/// host must send its next frame at once. It once waited for the next
+/// frame to arrive, which cut h0's own sending to ~70 % of the line under
+/// an incast into it (2 MB to h15 took 1.35x as long as with real CNPs).
+#[test]
+fn a_cnp_charged_no_wire_time_does_not_hold_up_the_senders_data() {
+    // Six senders into h0 (marked at h0's downlink); h0 sends 2 MB to h15.
+    let mut list = String::from("7\n0 15 3 2000000 0\n");
+    for s in [8, 9, 10, 11, 12, 13] {
+        list += &format!("{s} 0 3 2000000 0\n");
+    }
+    let sender_fct = |cnp: Option<u16>| {
+        let opts = RunOptions {
+            transport: Transport::RoceLossless,
+            flow_list: Some(("incast.txt".into(), list.clone())),
+            control_frame_bytes: emu_node::wire::frame::ControlFrameBytes { cnp, ..Default::default() },
+            ..RunOptions::default()
+        };
+        let s = run(shipped("leaf-spine-2x4"), &opts).summary;
+        let f = s.flows.iter().find(|f| &*f.src == "h0").expect("h0's flow").clone();
+        assert_eq!(f.bytes_delivered, 2_000_000);
+        assert!(s.flows.iter().filter(|f| &*f.dst == "h0").all(|f| f.cnps > 0), "the incast into h0 is marked");
+        f.sender_fct.expect("done")
+    };
+    let (real, free) = (sender_fct(None), sender_fct(Some(0)));
+    assert!(free <= real + real / 50, "h0's 2 MB with CNPs of no wire time {free} ns, with real CNPs {real} ns");
+}
+
 /// `roce.arp=static`: the host knows its gateway's MAC from the start, so
 /// its first data packet leaves at the flow's start; with ARP (the default)
 /// it leaves one round trip to the leaf later (2 x 1 us of links on

@@ -1038,7 +1038,14 @@ impl RoceHost {
             }
             self.rto_floor = floor;
         }
-        if !self.nic.send_control(now, out) && !self.nic.is_busy(now) {
+        // Control frames first, strict priority. A frame charged no wire
+        // time (`--frame-bytes cnp=0`: the CNP that rides on an ACK in the
+        // ConWeave authors' simulator) leaves the wire free, so the next
+        // control frame or a data packet goes at the same instant; otherwise
+        // nothing would wake the host for it (the wake-up below considers
+        // only later instants) until the next frame arrived.
+        while self.nic.send_control(now, out) {}
+        if !self.nic.is_busy(now) {
             let line = self.nic.rate().bps() as f64;
             let n = self.unfinished.len();
             if let Some(i) = self.next_ready(now) {

@@ -1398,7 +1398,9 @@ impl Switch {
                 }
                 break;
             };
-            if self.depart(now, port, d, out) {
+            // A frame charged no wire time (`--frame-bytes cnp=0`) leaves
+            // the port free: the next one goes at the same instant.
+            if self.depart(now, port, d, out) && self.ports[pi].is_busy(now) {
                 break;
             }
         }
