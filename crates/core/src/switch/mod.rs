@@ -1399,7 +1399,9 @@ impl Switch {
                 break;
             };
             // A frame charged no wire time (`--frame-bytes cnp=0`) leaves
-            // the port free: the next one goes at the same instant.
+            // the port free: the next one departs in this pass, not through
+            // a timer armed for this same instant (which would order it
+            // after the instant's other events).
             if self.depart(now, port, d, out) && self.ports[pi].is_busy(now) {
                 break;
             }
