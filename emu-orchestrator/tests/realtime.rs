@@ -1456,10 +1456,22 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
     assert!(!rows.is_empty(), "cut links listed: {st}");
     let crossed: Vec<_> = rows.iter().filter(|r| r["frames"].as_u64().unwrap_or(0) > 0).collect();
     assert!(crossed.len() >= 4, "the ping crossed at least two cut links each way: {rows:?}");
+    // The underlay is measured on the fabric clock, which sender and
+    // receiver share within their clock estimates' uncertainty (a CI run
+    // measured 291 us of a 300 us underlay).
+    let fabric: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.dir.join("fabric.json")).unwrap_or_default()).unwrap_or_default();
+    let clocks = fabric["clocks"].as_object().cloned().unwrap_or_default();
+    assert!(!clocks.is_empty(), "clock estimates in {fabric}");
+    let uncertainty = clocks.values().map(|c| c["uncertainty_ns"].as_u64().unwrap_or(u64::MAX)).max().unwrap_or(u64::MAX);
+    assert!(uncertainty <= 100_000, "clock estimates within 100 us: {clocks:?}");
     for r in &crossed {
         let (min, achieved) = (r["underlay_min_ns"].as_u64().unwrap_or(0), r["achieved_mean_ns"].as_u64().unwrap_or(u64::MAX));
-        eprintln!("{} {} {} -> {}: underlay {min} ns, achieved {achieved} ns", r["link"], r["direction"], r["from"], r["to"]);
-        assert!((UNDERLAY_NS..link.delay).contains(&min), "the underlay measured: {r}");
+        eprintln!(
+            "{} {} {} -> {}: underlay {min} ns, achieved {achieved} ns (clocks +- {uncertainty} ns)",
+            r["link"], r["direction"], r["from"], r["to"]
+        );
+        assert!((UNDERLAY_NS.saturating_sub(2 * uncertainty)..link.delay).contains(&min), "the underlay measured: {r}");
         // Held until due: on time but for the odd frame a loaded 2-core
         // machine hands over late (one of 40 in a CI run, by 2 ms).
         let (late, frames) = (r["late"].as_u64().unwrap_or(u64::MAX), r["frames"].as_u64().unwrap_or(0));

@@ -157,6 +157,9 @@ impl ControlFrame {
     /// a PFC frame, or a RoCEv2 packet by its BTH opcode); a malformed
     /// frame is none.
     pub fn of(frame: &[u8]) -> Option<ControlFrame> {
+        if !Self::may_be(frame) {
+            return None;
+        }
         let info = FrameInfo::parse(frame).ok()?;
         match info.kind {
             FrameKind::Pfc => Some(ControlFrame::Pfc),
@@ -167,6 +170,40 @@ impl ControlFrame {
             },
             _ => None,
         }
+    }
+}
+
+impl ControlFrame {
+    /// Whether `frame` could be a control frame, read from the few bytes
+    /// that decide it, without validating anything: `false` only where the
+    /// parse of [`ControlFrame::of`] finds none either (another EtherType
+    /// than IPv4 or MAC control; an IP protocol other than UDP; a UDP port
+    /// other than RoCEv2's; a BTH opcode other than Acknowledge and CNP, each
+    /// read where the parse reads it). A port asks for every frame it sends
+    /// when `--frame-bytes` is set, so a data frame skips the parse; a frame
+    /// too short to tell is left to the parse.
+    fn may_be(frame: &[u8]) -> bool {
+        let byte = |at: usize| frame.get(at).copied();
+        let word = |at: usize| Some(u16::from_be_bytes([byte(at)?, byte(at + 1)?]));
+        // The EtherType ends the header, after the 802.1Q tag if there is one.
+        let (l3, ethertype) = match word(ethernet::HEADER_LEN - 2) {
+            Some(0x8100) => (ethernet::TAGGED_HEADER_LEN, word(ethernet::TAGGED_HEADER_LEN - 2)),
+            t => (ethernet::HEADER_LEN, t),
+        };
+        match ethertype.map(EtherType::from) {
+            Some(EtherType::Ipv4) => {}
+            Some(EtherType::MacControl) | None => return true,
+            Some(_) => return false,
+        }
+        let Some(ver_ihl) = byte(l3) else { return true };
+        let l4 = l3 + usize::from(ver_ihl & 0xf) * 4;
+        if byte(l3 + 9).is_some_and(|p| p != u8::from(ipv4::Protocol::Udp)) {
+            return false;
+        }
+        if word(l4 + 2).is_some_and(|port| port != udp::ROCEV2_PORT) {
+            return false;
+        }
+        byte(l4 + udp::HEADER_LEN).is_none_or(|op| matches!(roce::Opcode::from(op), roce::Opcode::Acknowledge | roce::Opcode::Cnp))
     }
 }
 
@@ -243,6 +280,93 @@ mod tests {
         assert_eq!(ControlFrame::of(&pfc), None, "MAC control, but no PFC payload");
         pfc::Repr::for_priority(3, 100).emit(&mut pfc[ethernet::HEADER_LEN..]);
         assert_eq!(ControlFrame::of(&pfc), Some(ControlFrame::Pfc));
+    }
+
+    /// [`ControlFrame::of`] before its pre-check: the parse alone.
+    fn of_by_parse(frame: &[u8]) -> Option<ControlFrame> {
+        let info = FrameInfo::parse(frame).ok()?;
+        match info.kind {
+            FrameKind::Pfc => Some(ControlFrame::Pfc),
+            FrameKind::Ipv4 => match roce::Opcode::from(*frame.get(info.ip?.bth_offset? as usize)?) {
+                roce::Opcode::Acknowledge => Some(ControlFrame::Ack),
+                roce::Opcode::Cnp => Some(ControlFrame::Cnp),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_pre_check_never_hides_a_control_frame_the_parse_finds() {
+        // Valid frames of every kind (untagged and 802.1Q-tagged), then
+        // each with one to three header bytes set at random, its IPv4
+        // checksum made right again half the time (so that most still
+        // parse) and cut short now and then.
+        let mut seeds = Vec::new();
+        for (opcode, len) in [(0x11u8, 20), (0x81, 20), (0x0a, 1000), (0x06, 40)] {
+            let mut f = udp_frame(udp::ROCEV2_PORT, len);
+            f[42] = opcode;
+            seeds.push(f);
+        }
+        seeds.push(udp_frame(5000, 40));
+        let mut pfc = vec![0u8; pfc::FRAME_LEN];
+        pfc[12..14].copy_from_slice(&[0x88, 0x08]);
+        pfc::Repr::for_priority(3, 100).emit(&mut pfc[ethernet::HEADER_LEN..]);
+        seeds.push(pfc);
+        for f in seeds.clone().into_iter().filter(|f| f[12..14] == [0x08, 0x00]) {
+            // With 4 bytes of IPv4 options: the UDP header moves.
+            let mut o = f[..34].to_vec();
+            o.extend_from_slice(&[1, 1, 1, 1]);
+            o.extend_from_slice(&f[34..]);
+            o[14] = 0x46;
+            let total = u16::from_be_bytes([o[16], o[17]]) + 4;
+            o[16..18].copy_from_slice(&total.to_be_bytes());
+            o[24..26].copy_from_slice(&[0, 0]);
+            let c = crate::checksum::of(&o[14..38]);
+            o[24..26].copy_from_slice(&c.to_be_bytes());
+            assert!(FrameInfo::parse(&o).is_ok());
+            seeds.push(o);
+        }
+        for f in seeds.clone() {
+            let mut t = f[..12].to_vec();
+            t.extend_from_slice(&[0x81, 0x00, 0x60, 0x00]);
+            t.extend_from_slice(&f[12..]);
+            seeds.push(t);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut found, mut checked) = (0, 0);
+        for round in 0..200_000 {
+            let mut f = seeds[round % seeds.len()].clone();
+            let l3 = if f[12..14] == [0x81, 0x00] { 18 } else { 14 };
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % 64) as usize % f.len();
+                f[at] = next() as u8;
+            }
+            if next() % 2 == 0 && f.len() >= l3 + 20 && f[l3] >> 4 == 4 {
+                let hl = usize::from(f[l3] & 0xf) * 4;
+                if hl >= 20 && f.len() >= l3 + hl {
+                    f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+                    let c = crate::checksum::of(&f[l3..l3 + hl]);
+                    f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                }
+            }
+            if next() % 8 == 0 {
+                let cut = (next() as usize) % (f.len() + 1);
+                f.truncate(cut);
+            }
+            let want = of_by_parse(&f);
+            assert_eq!(ControlFrame::of(&f), want, "{f:02x?}");
+            found += usize::from(want.is_some());
+            checked += 1;
+        }
+        // The mutations leave many control frames to find, and many not.
+        assert!(found > checked / 10 && found < checked * 9 / 10, "{found} of {checked}");
     }
 
     #[test]
