@@ -176,12 +176,10 @@ impl ControlFrame {
             _ => None,
         }
     }
-}
 
-impl ControlFrame {
     /// Whether `frame` could be a control frame, read from the few bytes
-    /// that decide it, without validating anything: `false` only where the
-    /// parse of [`ControlFrame::of`] finds none either (another EtherType
+    /// that decide it, without validating anything: `false` only where
+    /// [`ControlFrame::of_parsed`] finds none either (another EtherType
     /// than IPv4 or MAC control; an IP protocol other than UDP; a UDP port
     /// other than RoCEv2's; a BTH opcode other than Acknowledge and CNP, each
     /// read where the parse reads it). A port asks for every frame it sends
