@@ -101,7 +101,18 @@ fn a_receiver_stopped_by_sigterm_writes_what_it_measured() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start recv");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Ready once its UDP socket is bound (its signal handlers come first):
+    // a fixed wait lost the race on a loaded CI machine. Read from the
+    // kernel's socket table, so that the check never holds the port itself.
+    let bound = || {
+        let local = format!("0100007F:{port:04X}");
+        std::fs::read_to_string("/proc/net/udp").unwrap_or_default().lines().any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+    };
+    let t0 = std::time::Instant::now();
+    while !bound() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "recv never bound 127.0.0.1:{port}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let st = Command::new("kill").args(["-TERM", &recv.id().to_string()]).status().expect("kill");
     assert!(st.success());
     assert!(recv.wait().expect("recv ends").success());
