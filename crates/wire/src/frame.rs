@@ -153,9 +153,18 @@ pub enum ControlFrame {
 }
 
 impl ControlFrame {
+    /// The longest frame that can be a control frame: an 802.1Q-tagged
+    /// RoCEv2 CNP with the most IPv4 options (18 + 60 + UDP 8 + BTH 12 +
+    /// 16 reserved bytes + ICRC 4). An Acknowledge carries only its AETH
+    /// and a PFC frame is padded to the 60-byte minimum, both shorter. A
+    /// longer frame is never one whatever its opcode, so a port tells a
+    /// data frame by its length alone, without loading its bytes (they
+    /// waited in a queue and are cold by the time it is sent).
+    pub const MAX_LEN: usize = ethernet::TAGGED_HEADER_LEN + 60 + udp::HEADER_LEN + roce::BTH_LEN + roce::CNP_PAYLOAD_LEN + roce::ICRC_LEN;
+
     /// What kind of control frame `frame` is, if any ([`FrameInfo::parse`]:
-    /// a PFC frame, or a RoCEv2 packet by its BTH opcode); a malformed
-    /// frame is none.
+    /// a PFC frame, or a RoCEv2 packet by its BTH opcode, at most
+    /// [`ControlFrame::MAX_LEN`] bytes long); a malformed frame is none.
     pub fn of(frame: &[u8]) -> Option<ControlFrame> {
         if !Self::may_be(frame) {
             return None;
@@ -165,6 +174,9 @@ impl ControlFrame {
 
     /// [`ControlFrame::of`] by the parse alone.
     fn of_parsed(frame: &[u8]) -> Option<ControlFrame> {
+        if frame.len() > Self::MAX_LEN {
+            return None;
+        }
         let info = FrameInfo::parse(frame).ok()?;
         match info.kind {
             FrameKind::Pfc => Some(ControlFrame::Pfc),
@@ -177,15 +189,19 @@ impl ControlFrame {
         }
     }
 
-    /// Whether `frame` could be a control frame, read from the few bytes
-    /// that decide it, without validating anything: `false` only where
-    /// [`ControlFrame::of_parsed`] finds none either (another EtherType
+    /// Whether `frame` could be a control frame, read from its length and
+    /// the few bytes that decide it, without validating anything: `false`
+    /// only where [`ControlFrame::of_parsed`] finds none either (longer
+    /// than [`ControlFrame::MAX_LEN`], another EtherType
     /// than IPv4 or MAC control; an IP protocol other than UDP; a UDP port
     /// other than RoCEv2's; a BTH opcode other than Acknowledge and CNP, each
     /// read where the parse reads it). A port asks for every frame it sends
     /// when `--frame-bytes` is set, so a data frame skips the parse; a frame
     /// too short to tell is left to the parse.
     fn may_be(frame: &[u8]) -> bool {
+        if frame.len() > Self::MAX_LEN {
+            return false;
+        }
         let byte = |at: usize| frame.get(at).copied();
         let word = |at: usize| Some(u16::from_be_bytes([byte(at)?, byte(at + 1)?]));
         // The EtherType ends the header, after the 802.1Q tag if there is one.
@@ -278,6 +294,14 @@ mod tests {
         let mut data = udp_frame(5000, 40);
         data[42] = 0x11;
         assert_eq!(ControlFrame::of(&data), None, "not RoCEv2");
+        // A frame as long as a control frame can be is one; a longer one is
+        // none whatever its opcode (an Acknowledge has no payload).
+        let mut cnp = udp_frame(udp::ROCEV2_PORT, ControlFrame::MAX_LEN - 42);
+        cnp[42] = roce::Opcode::Cnp.into();
+        assert_eq!(ControlFrame::of(&cnp), Some(ControlFrame::Cnp), "as long as one can be");
+        let mut long = udp_frame(udp::ROCEV2_PORT, ControlFrame::MAX_LEN - 42 + 1);
+        long[42] = roce::Opcode::Acknowledge.into();
+        assert_eq!(ControlFrame::of(&long), None, "too long to be one");
         let mut pfc = [0u8; pfc::FRAME_LEN];
         pfc[12..14].copy_from_slice(&[0x88, 0x08]);
         assert_eq!(ControlFrame::of(&pfc), None, "MAC control, but no PFC payload");
