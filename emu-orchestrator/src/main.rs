@@ -15,6 +15,7 @@ use emu_orchestrator::config::topology::{Topology, SHIPPED};
 use std::path::PathBuf;
 
 mod compare_cli;
+mod huge_pages;
 mod live_cli;
 mod run_cli;
 
@@ -245,6 +246,9 @@ pub(crate) fn stop_on_ctrl_c() -> Result<std::sync::Arc<std::sync::atomic::Atomi
 
 fn main() {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Run(_) | Command::Compare(_)) {
+        huge_pages::heap_in_huge_pages();
+    }
     if let Err(e) = real_main(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
