@@ -22,13 +22,16 @@ pub const DEPTH_BOUNDS: [u64; 15] = {
     b
 };
 
-/// Histogram of queue depths at enqueue.
+/// Histogram of queue depths at enqueue. The sum comes first and the
+/// histogram starts a cache line, so that a record of a depth of at most
+/// 32 KiB (the first seven buckets) writes one line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub struct DepthHistogram {
-    /// Non-cumulative counts; the last bucket is +Inf.
-    pub counts: [u64; 16],
     /// Sum of recorded depths, bytes.
     pub sum: u64,
+    /// Non-cumulative counts; the last bucket is +Inf.
+    pub counts: [u64; 16],
 }
 
 impl DepthHistogram {

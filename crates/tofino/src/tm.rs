@@ -378,8 +378,10 @@ pub struct Arrival {
     pub cos: u8,
 }
 
-/// A packet in a queue, with the intrinsic metadata the TM keeps.
+/// A packet in a queue, with the intrinsic metadata the TM keeps: 64
+/// bytes, on a cache line of its own in its queue's ring.
 #[derive(Debug)]
+#[repr(align(64))]
 pub struct QueuedPacket {
     /// The frame.
     pub frame: BytesMut,
@@ -465,48 +467,58 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// One queue. Laid out for the enqueue and the dequeue of a packet (one
+/// cache line each, the struct on a line of its own): the first line holds
+/// the packet ring and the depth and buffer counts both read, the second
+/// the round-robin deficit and the counters each packet moves (the
+/// watchdog's counters, the pipeline pause's leak and the ns-3 VOQ follow).
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct Queue {
     pkts: VecDeque<QueuedPacket>,
     bytes: u64,
     cells: u64,
-    deficit: i64,
-    leak: u32,
-    stats: QueueStats,
-    /// Guaranteed minimum in cells ([`TrafficManager::set_guaranteed_min`]).
-    gmin_cells: u64,
     /// Cells of the guaranteed minimum in use.
     min_used_cells: u64,
+    /// Guaranteed minimum in cells ([`TrafficManager::set_guaranteed_min`]).
+    gmin_cells: u64,
+    deficit: i64,
+    stats: QueueStats,
+    leak: u32,
     /// ns-3 model only: packets held while the pipeline paused the queue,
     /// outside every buffer count until [`TrafficManager::resume_queue`].
     voq: VecDeque<VoqPacket>,
     voq_bytes: u64,
 }
 
+/// One egress port. The first cache line holds what every enqueue,
+/// dequeue and cut-through check reads (the queue masks, the port's bytes,
+/// the end of its latest PFC pause), the second where its queues are.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct PortState {
-    queues: Vec<Queue>,
     nonempty: u128,
     /// Queues paused by the pipeline with no leak left.
     held: u128,
     /// Queues paused by the pipeline (in the port's state, not the
     /// queue's, so that the cut-through check reads one line).
     paused: u128,
-    /// Per PFC class: paused by a received pause frame until this time.
-    pfc_paused_until: [Nanos; 8],
+    bytes: u64,
     /// Latest of `pfc_paused_until` (no class is paused from then on).
     pfc_any_until: Nanos,
+    queues: Vec<Queue>,
+    /// Per queue: depths seen by buffered packets (apart from `queues` to
+    /// keep the scheduler's per-queue state compact).
+    depth_hists: Vec<DepthHistogram>,
+    rr: [u8; 8],
+    /// PFC watchdog: classes in a storm, as last updated at a dequeue.
+    storm: u8,
+    /// Per PFC class: paused by a received pause frame until this time.
+    pfc_paused_until: [Nanos; 8],
     /// Per PFC class: when its current unbroken pause began.
     pfc_since: [Nanos; 8],
     /// Per PFC class: the latest pause received.
     pfc_last_rx: [Nanos; 8],
-    /// PFC watchdog: classes in a storm, as last updated at a dequeue.
-    storm: u8,
-    rr: [u8; 8],
-    bytes: u64,
-    /// Per queue: depths seen by buffered packets (apart from `queues` to
-    /// keep the scheduler's per-queue state compact).
-    depth_hists: Vec<DepthHistogram>,
 }
 
 /// Why [`TrafficManager::pass_through`] did not pass a packet.
@@ -1476,6 +1488,29 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
+
+    /// The layout the hot path counts on: a packet's enqueue reads the
+    /// first line of its port and of its queue, its queue's second line
+    /// (counters) and one ring slot; its depth record one histogram line.
+    #[test]
+    fn an_enqueue_touches_one_line_of_port_queue_slot_and_histogram() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<PortState>(), 64);
+        assert!(offset_of!(PortState, pfc_any_until) + 8 <= 64);
+        assert_eq!(align_of::<Queue>(), 64);
+        assert!(offset_of!(Queue, gmin_cells) + 8 <= 64);
+        assert_eq!(offset_of!(Queue, deficit), 64);
+        let counters = [
+            offset_of!(QueueStats, enq_packets),
+            offset_of!(QueueStats, tx_packets),
+            offset_of!(QueueStats, tx_bytes),
+            offset_of!(QueueStats, max_depth_bytes),
+        ];
+        assert!(counters.iter().all(|&o| offset_of!(Queue, stats) + o + 8 <= 128), "{counters:?}");
+        assert_eq!((size_of::<QueuedPacket>(), align_of::<QueuedPacket>()), (64, 64));
+        assert_eq!(align_of::<DepthHistogram>(), 64);
+        assert!(offset_of!(DepthHistogram, counts) + 7 * 8 <= 64);
+    }
 
     fn frame(len: usize) -> BytesMut {
         BytesMut::zeroed(len)
