@@ -175,6 +175,7 @@ impl Loaded {
         let info = FrameInfo::parse(frame).expect("frame");
         let group: Vec<PortId> = self.routes.lookup(info.ip.expect("ip").dst).map(|g| g.to_vec()).unwrap_or_default();
         let mut rng = ChaCha8Rng::seed_from_u64(self.serial);
+        let mut decision = IngressDecision::default();
         let mut cx = IngressCx {
             now,
             frame,
@@ -188,13 +189,13 @@ impl Loaded {
             hash_seed: 1,
             route_data: Some(1),
             claimed: false,
-            decision: IngressDecision::default(),
+            decision: &mut decision,
             routes: &self.routes,
             registers: PassRegisters::new(&mut self.regs, PassState::new(self.serial, Gress::Ingress)),
             tables: &self.tables,
         };
         self.p.ingress(&mut cx).expect("ingress");
-        cx.decision
+        decision
     }
 }
 

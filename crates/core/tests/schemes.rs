@@ -97,6 +97,7 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
         let mut rng = ChaCha8Rng::seed_from_u64(trial);
         let mut replay = rng.clone();
         let samples: Vec<PortId> = (0..2).map(|_| group[replay.random_range(0..group.len())]).collect();
+        let mut decision = IngressDecision::default();
         let mut cx = IngressCx {
             now: trial * 1000,
             frame: &mut frame,
@@ -110,7 +111,7 @@ fn drill_picks_the_shortest_queue_among_its_samples_and_the_last_best() {
             hash_seed: 1,
             route_data: Some(1),
             claimed: false,
-            decision: IngressDecision::default(),
+            decision: &mut decision,
             routes: &routes,
             registers: PassRegisters::new(&mut regs, PassState::new(trial + 1, Gress::Ingress)),
             tables: &tables,

@@ -387,8 +387,9 @@ pub struct IngressCx<'a> {
     /// it (another ethertype, or IPv4 addressed to this switch): `group`
     /// is empty and the switch decremented no TTL.
     pub claimed: bool,
-    /// The decisions.
-    pub decision: IngressDecision,
+    /// The decisions, written where the switch keeps them (the switch reads
+    /// each field where the program wrote it, not a copy of the whole).
+    pub decision: &'a mut IngressDecision,
     /// The switch's L3 table (read-only; see [`IngressCx::route`]).
     pub routes: &'a RouteTable,
     /// The register file as this pass sees it.
