@@ -361,8 +361,11 @@ struct PortSnapshot {
 }
 
 /// What the front end admitted to the ingress pipeline.
-struct Admitted {
-    info: FrameInfo,
+struct Admitted<'i> {
+    /// The parse, where `FrameInfo::parse` returned it (a copy would read
+    /// 16 bytes at a time what the parse wrote a field at a time, which
+    /// the CPU cannot forward from its store buffer).
+    info: &'i FrameInfo,
     /// The front-panel port it entered on (or, recirculated, first
     /// entered on).
     in_port: Option<PortId>,
@@ -989,7 +992,12 @@ impl Switch {
     /// ([`Switch::admit`]), the program ([`Switch::run_ingress`]), then its
     /// verdict ([`Switch::apply`]).
     fn ingress(&mut self, now: Nanos, source: PacketSource, mut frame: BytesMut, out: &mut Vec<Transmit>) {
-        let Some(admitted) = self.admit(now, source, &frame, out) else { return };
+        let parsed = FrameInfo::parse(&frame);
+        let Ok(info) = &parsed else {
+            self.counters.drop_malformed += 1;
+            return;
+        };
+        let Some(admitted) = self.admit(now, source, info, &frame, out) else { return };
         // The program writes its decision here and `apply` reads it here:
         // moving the whole struct would read 16 bytes at a time what the
         // program wrote a field at a time, which the CPU cannot forward
@@ -1000,15 +1008,18 @@ impl Switch {
         }
     }
 
-    /// The fixed front end: parses, answers PFC and ARP, hands other
+    /// The fixed front end on a parsed frame: answers PFC and ARP, hands other
     /// ethertypes and IPv4 to the switch's own address to the program only
     /// if it claims them, checks the destination MAC and TTL, looks the
     /// route up. `None`: the frame ends here (counted).
-    fn admit(&mut self, now: Nanos, source: PacketSource, frame: &BytesMut, out: &mut Vec<Transmit>) -> Option<Admitted> {
-        let Ok(info) = FrameInfo::parse(frame) else {
-            self.counters.drop_malformed += 1;
-            return None;
-        };
+    fn admit<'i>(
+        &mut self,
+        now: Nanos,
+        source: PacketSource,
+        info: &'i FrameInfo,
+        frame: &BytesMut,
+        out: &mut Vec<Transmit>,
+    ) -> Option<Admitted<'i>> {
         let in_port = match source {
             PacketSource::Port(p) => Some(p),
             PacketSource::Recirculated { original, .. } => Some(original),
@@ -1094,7 +1105,7 @@ impl Switch {
             let mut cx = IngressCx {
                 now,
                 frame,
-                info: &a.info,
+                info: a.info,
                 source,
                 group,
                 port_up: &self.port_up,
@@ -1173,7 +1184,7 @@ impl Switch {
                     ipv4::Packet::new_unchecked(&mut frame[a.info.l3_offset as usize..]).decrement_ttl();
                 }
                 Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
-                let tc = Self::traffic_class(&a.info);
+                let tc = Self::traffic_class(a.info);
                 let queue = decision.queue.unwrap_or_else(|| self.default_queue(tc));
                 let arrival = a.in_port.filter(|p| p.index() < self.ports.len()).map(|port| Arrival { port, cos: self.ingress_cos(tc) });
                 self.enqueue(now, Admission { port: egress, queue, arrival, bridged: decision.bridged }, frame, out);
