@@ -1048,7 +1048,7 @@ impl Switch {
                 return None;
             }
             // Another ethertype reaches the program only if it claims it.
-            FrameKind::Other(_) if foreign && !self.program.claim(&info, false) => {
+            FrameKind::Other(_) if foreign && !self.program.claim(info, false) => {
                 self.counters.drop_unknown_ethertype += 1;
                 return None;
             }
@@ -1056,7 +1056,7 @@ impl Switch {
         }
         // IPv4 to the switch's own address reaches the program if it claims
         // it (its control messages), with no route, no TTL check.
-        let for_switch = info.ip.is_some_and(|ip| ip.dst == self.address) && self.program.claim(&info, true);
+        let for_switch = info.ip.is_some_and(|ip| ip.dst == self.address) && self.program.claim(info, true);
         if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
             let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
             if dst_mac != self.ports[p.index()].spec.mac {
