@@ -467,10 +467,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// One queue. Laid out for the enqueue and the dequeue of a packet (one
-/// cache line each, the struct on a line of its own): the first line holds
-/// the packet ring and the depth and buffer counts both read, the second
-/// the round-robin deficit and the counters each packet moves (the
+/// One queue, laid out so that a packet's enqueue and dequeue each touch
+/// its first two cache lines only (the struct starts a line): the first
+/// holds the packet ring and the depth and buffer counts both read, the
+/// second the round-robin deficit and the counters each packet moves (the
 /// watchdog's counters, the pipeline pause's leak and the ns-3 VOQ follow).
 #[derive(Debug)]
 #[repr(C, align(64))]
