@@ -1493,7 +1493,7 @@ mod tests {
     /// first line of its port and of its queue, its queue's second line
     /// (counters) and one ring slot; its depth record one histogram line.
     #[test]
-    fn an_enqueue_touches_one_line_of_port_queue_slot_and_histogram() {
+    fn an_enqueue_touches_one_port_line_two_queue_lines_one_slot_one_histogram_line() {
         use std::mem::{align_of, offset_of, size_of};
         assert_eq!(align_of::<PortState>(), 64);
         assert!(offset_of!(PortState, pfc_any_until) + 8 <= 64);
