@@ -307,7 +307,10 @@ impl Part {
             let ev = Event { at: end + ch.delay, tag: (l.channel_base + c as u64) << GEN_BITS };
             if ch.to_part == self.index {
                 // As `enqueue`, written out: the frame goes from the drained
-                // transmit into the ring without a detour through the stack.
+                // transmit into the ring without a detour through the stack
+                // (a call of `enqueue`, even inlined, measured 1.3 % slower
+                // on the light UDP permutation, 6 of 6 pairs).
+                debug_assert!(ch.in_flight.back().is_none_or(|b| b.at <= ev.at), "a channel delivers in order");
                 let addr = frame.as_ptr() as usize;
                 ch.in_flight.push_back(InFlight { frame, at: ev.at });
                 if ch.in_flight.len() == 1 {
