@@ -48,7 +48,7 @@
 //! byte-identical results for every thread count.
 
 use bytes::BytesMut;
-use event_queue::{Event, EventQueue};
+use event_queue::{Event, EventQueue, GEN_BITS};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,10 +65,9 @@ mod workers;
 
 /// An [`Event`]'s `tag` packs what happens (high 24 bits: `link event`,
 /// `channel_base + channel`, or `timer_base + node`) and a generation (low
-/// 40 bits: a node's timer count, 0 otherwise). Ordering by `(at, tag)` is
-/// ordering by `(at, what, generation)`; a timer event is live only if its
-/// tag is the one its node armed (lazy cancellation).
-const GEN_BITS: u32 = 40;
+/// 40 bits: a node's timer count, 0 otherwise). The queue orders by
+/// `(at, what)`; a timer event is live only if its tag is the one its node
+/// armed (lazy cancellation).
 const ID_LIMIT: u64 = 1 << (64 - GEN_BITS);
 
 /// A frame on a channel and when it arrives (the delivery event's tag is
