@@ -1,4 +1,4 @@
-//! The engine's event queue: a 4-ary min-heap of 16-byte entries ordered
+//! The engine's event queue: an 8-ary min-heap of 16-byte entries ordered
 //! by one 64-bit key.
 //!
 //! Ordering is by time, then by what happens (the tag's high
@@ -16,9 +16,14 @@
 //! four children twice as many instructions). Events due from
 //! `KEY_TIME_LIMIT` on wait in an ordered set behind the heap: every event
 //! in the heap is earlier than any of them.
-//! Four children of 16 bytes fill one 64-byte cache line, so a sift-down
-//! touches one line per level and the tree is half as deep as a binary
-//! heap's (BENCHMARKS.md has the comparison).
+//!
+//! A sift-down is a chain of dependent loads (each level's children are
+//! found from the last level's winner), so its cost is the depth: eight
+//! children per node (two cache lines of entries, the smallest found in a
+//! branch-free tournament of seven comparisons) make the tree a third
+//! shallower than a 4-ary one's. With the 128-bit keys before, the 4-ary
+//! heap was as fast; with one-word keys the 8-ary one is faster
+//! (BENCHMARKS.md has both comparisons).
 
 use std::collections::BTreeSet;
 
@@ -94,7 +99,7 @@ impl EventQueue {
         self.heap.push(e);
         let k = e.key;
         while i > 0 {
-            let parent = (i - 1) / 4;
+            let parent = (i - 1) / 8;
             if self.heap[parent].key <= k {
                 break;
             }
@@ -118,23 +123,23 @@ impl EventQueue {
         let k = last.key;
         let mut i = 0;
         loop {
-            let first = 4 * i + 1;
+            let first = 8 * i + 1;
             if first >= n {
                 break;
             }
-            let (best, bk) = if first + 4 <= n {
-                // A full group (all but the last): the smallest of four
-                // without branches (two pairs, then their winners). Keys
-                // are random against each other, so the branches a plain
-                // loop takes are mispredicted about half of the time.
-                let h = &self.heap[first..first + 4];
-                let (k0, k1, k2, k3) = (h[0].key, h[1].key, h[2].key, h[3].key);
-                let b01 = usize::from(k1 < k0);
-                let k01 = k0.min(k1);
-                let b23 = 2 + usize::from(k3 < k2);
-                let k23 = k2.min(k3);
-                let right = k23 < k01;
-                (first + if right { b23 } else { b01 }, k01.min(k23))
+            let (best, bk) = if first + 8 <= n {
+                // A full group (all but the last): the smallest of eight
+                // without branches (pairs, then their winners). Keys are
+                // random against each other, so the branches a plain loop
+                // takes are mispredicted about half of the time.
+                let h = &self.heap[first..first + 8];
+                let m = |(ia, ka): (usize, u64), (ib, kb): (usize, u64)| if kb < ka { (ib, kb) } else { (ia, ka) };
+                let a = m((0, h[0].key), (1, h[1].key));
+                let b = m((2, h[2].key), (3, h[3].key));
+                let c = m((4, h[4].key), (5, h[5].key));
+                let d = m((6, h[6].key), (7, h[7].key));
+                let (bi, bk) = m(m(a, b), m(c, d));
+                (first + bi, bk)
             } else {
                 let mut best = first;
                 let mut bk = self.heap[first].key;
