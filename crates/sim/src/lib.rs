@@ -19,7 +19,7 @@
 //!   written as one OpenMetrics file for Prometheus' backfill;
 //! - [`watchdog`]: stops a run whose flows have stopped moving, with a
 //!   report of what holds the fabric.
-#![deny(unsafe_code)] // one exception: the engine's prefetch hint
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod engine;

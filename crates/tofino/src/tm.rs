@@ -1049,6 +1049,12 @@ impl TrafficManager {
         }
         let deq_depth = q.bytes;
         let pkt = q.pkts.pop_front()?;
+        // The next packets' slots were written when they were queued and
+        // are cold by now: start loading them for this queue's next
+        // dequeues (one packet time is too short a warning on its own).
+        for next in q.pkts.iter().take(2) {
+            weft_wire::hint::prefetch(next);
+        }
         let len = pkt.frame.len() as u64;
         q.bytes -= len;
         q.cells -= pkt.cells as u64;

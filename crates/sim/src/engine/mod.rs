@@ -56,6 +56,7 @@ use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent, NodeAction, NodeEvent
 use weft_core::link_loss::LinkLoss;
 use weft_core::node::{build_nodes, Node, NodeConfig, NodeError};
 use weft_core::switch::Transmit;
+use weft_wire::hint::prefetch;
 use weft_wire::ids::{LinkId, NodeId, PortId};
 use weft_wire::time::{BitRate, Nanos};
 
@@ -177,20 +178,6 @@ pub enum EngineError {
 /// Ethernet (14), IPv4 (20), and UDP (8) with the RoCEv2 BTH (12) or TCP
 /// (20).
 const HEADER_END: usize = 54;
-
-/// Hints the CPU to load the cache line at `p` (no effect on results).
-/// The crate's one `unsafe` block.
-#[inline(always)]
-#[allow(unsafe_code)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// What every partition reads and no one changes during a run.
 struct Layout {
