@@ -20,6 +20,9 @@
 //! Malformed input yields [`Error`], never a panic; `fuzz/` holds a
 //! cargo-fuzz target for [`frame::FrameInfo::parse`].
 //!
+//! Also here, because every hot path above shares it: [`hint::prefetch`],
+//! a cache hint that changes no result.
+//!
 //! This crate does no I/O, reads no clock and draws no random numbers.
 #![deny(unsafe_code)] // one exception: the prefetch hint (`hint`)
 #![deny(missing_docs)]
