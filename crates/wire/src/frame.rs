@@ -86,7 +86,8 @@ impl FrameInfo {
         const L3: usize = ethernet::HEADER_LEN;
         const L4: usize = L3 + ipv4::HEADER_LEN;
         let h: &[u8; L4] = frame.first_chunk()?;
-        if h[12..14] != [0x08, 0x00] || h[L3] != 0x45 {
+        // EtherType IPv4 (no 802.1Q tag), version 4 with a 20-byte header.
+        if EtherType::from(u16::from_be_bytes([h[12], h[13]])) != EtherType::Ipv4 || h[L3] != 0x45 {
             return None;
         }
         let total = usize::from(u16::from_be_bytes([h[L3 + 2], h[L3 + 3]]));
@@ -104,8 +105,8 @@ impl FrameInfo {
         }
         let l4 = &frame[L4..L3 + total];
         let protocol = h[L3 + 9];
-        let (src_port, dst_port, bth_offset) = match protocol {
-            17 => {
+        let (src_port, dst_port, bth_offset) = match ipv4::Protocol::from(protocol) {
+            ipv4::Protocol::Udp => {
                 let u: &[u8; udp::HEADER_LEN] = l4.first_chunk()?;
                 let len = usize::from(u16::from_be_bytes([u[4], u[5]]));
                 if len < udp::HEADER_LEN || l4.len() < len {
@@ -124,7 +125,7 @@ impl FrameInfo {
                 };
                 (u16::from_be_bytes([u[0], u[1]]), dst, bth)
             }
-            6 => {
+            ipv4::Protocol::Tcp => {
                 let t: &[u8; tcp::HEADER_LEN] = l4.first_chunk()?;
                 let off = usize::from(t[12] >> 4) * 4;
                 if off < tcp::HEADER_LEN || l4.len() < off {
