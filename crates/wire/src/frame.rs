@@ -95,12 +95,8 @@ impl FrameInfo {
             return None;
         }
         let word = |k: usize| u64::from(u32::from_ne_bytes([h[L3 + k], h[L3 + k + 1], h[L3 + k + 2], h[L3 + k + 3]]));
-        let mut sum = word(0) + word(4) + word(8) + word(12) + word(16);
-        sum = (sum & 0xffff_ffff) + (sum >> 32);
-        sum = (sum & 0xffff) + (sum >> 16);
-        sum = (sum & 0xffff) + (sum >> 16);
-        sum = (sum & 0xffff) + (sum >> 16);
-        if sum != 0xffff {
+        // 0xffff is its own byte swap: the words' byte order does not matter.
+        if crate::checksum::fold64(word(0) + word(4) + word(8) + word(12) + word(16)) != 0xffff {
             return None;
         }
         let l4 = &frame[L4..L3 + total];

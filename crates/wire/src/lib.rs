@@ -114,6 +114,15 @@ pub mod checksum {
         }
         acc as u16
     }
+    /// Folds a sum of 32-bit words (up to 2^32 of them) into 16 bits: the
+    /// same one's complement sum as [`sum`] of the same bytes, whose word
+    /// size does not matter (RFC 1071), byte-swapped when the words were
+    /// read little-endian.
+    pub fn fold64(acc: u64) -> u16 {
+        let acc = (acc & 0xffff_ffff) + (acc >> 32);
+        let acc = (acc & 0xffff_ffff) + (acc >> 32);
+        fold(acc as u32)
+    }
     /// Checksum of `data`: complement of the folded sum.
     pub fn of(data: &[u8]) -> u16 {
         !fold(sum(data))
