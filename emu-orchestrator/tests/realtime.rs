@@ -176,6 +176,27 @@ fn iperf_server(f: &Fabric, host: &str, port: u16) -> std::process::Child {
     c
 }
 
+/// Starts an iperf3 server for one test that prints its JSON result (the
+/// receiver's side) when it ends: read it with [`receiver_seconds`].
+fn iperf_json_server(f: &Fabric, host: &str, port: u16) -> std::process::Child {
+    let c = f
+        .exec(host, &["iperf3", "-s", "-1", "-J", "-p", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3 -s");
+    std::thread::sleep(Duration::from_millis(300));
+    c
+}
+
+/// The receiver's per-second rates (bit/s) of an [`iperf_json_server`]
+/// once its test ended.
+fn receiver_seconds(srv: std::process::Child) -> Vec<f64> {
+    let out = srv.wait_with_output().expect("iperf3 server");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["intervals"].as_array().map(|a| a.iter().filter_map(|i| i["sum"]["bits_per_second"].as_f64()).collect()).unwrap_or_default()
+}
+
 /// Runs an iperf3 client; returns the JSON result.
 fn iperf_client(f: &Fabric, host: &str, args: &[&str]) -> serde_json::Value {
     let mut cmd = vec!["iperf3", "-J"];
@@ -244,14 +265,9 @@ fn shaped_100mbit_link_measured_with_iperf3_udp_is_within_1_percent() {
     f.ok(&["link", "h8-leaf1", "rate", "100Mbps"]);
     // The receiver's per-second intervals, without the first and the last
     // (start-up and the queue draining after the sender stops).
-    let srv =
-        f.exec("h8", &["iperf3", "-s", "-1", "-J", "-p", "5202"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("iperf3 -s");
-    std::thread::sleep(Duration::from_millis(300));
+    let srv = iperf_json_server(&f, "h8", 5202);
     iperf_client(&f, "h0", &["-c", "10.0.1.2", "-p", "5202", "-u", "-b", "130M", "-l", "1400", "-t", "6"]);
-    let out = srv.wait_with_output().expect("iperf3 server");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let rates: Vec<f64> =
-        v["intervals"].as_array().map(|a| a.iter().filter_map(|i| i["sum"]["bits_per_second"].as_f64()).collect()).unwrap_or_default();
+    let rates = receiver_seconds(srv);
     assert!(rates.len() >= 5, "receiver intervals: {rates:?}");
     eprintln!("receiver intervals (Mbit/s): {:?}", rates.iter().map(|r| (r / 1e5).round() / 10.0).collect::<Vec<_>>());
     let mut steady = rates[1..rates.len() - 1].to_vec();
@@ -387,16 +403,9 @@ struct FiveHops {
 /// Runs iperf3 TCP over five hops with `nodes` emu-node processes.
 fn iperf3_over_five_hops(nodes: &str) -> FiveHops {
     let f = Fabric::up("fat-tree-k4-rt-tap", &["--nodes", nodes]);
-    let srv =
-        f.exec("h15", &["iperf3", "-s", "-1", "-J", "-p", "5201"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("iperf3 -s");
-    std::thread::sleep(Duration::from_millis(300));
+    let srv = iperf_json_server(&f, "h15", 5201);
     let v = iperf_client(&f, "h0", &["-c", "10.3.1.3", "-t", "6"]);
-    let out = srv.wait_with_output().expect("iperf3 server");
-    let server: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let seconds: Vec<f64> = server["intervals"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|i| i["sum"]["bits_per_second"].as_f64()).map(|r| r / 1e6).collect())
-        .unwrap_or_default();
+    let seconds: Vec<f64> = receiver_seconds(srv).iter().map(|r| r / 1e6).collect();
     assert!(seconds.len() >= 5, "receiver intervals: {seconds:?}");
     let sent = &v["end"]["sum_sent"];
     let retx = sent["retransmits"].as_u64().unwrap_or(u64::MAX);
