@@ -155,9 +155,15 @@ impl Checked {
     }
 }
 
+/// How long a query may take before it counts as failed. Prometheus ends
+/// a query itself after its `--query.timeout` (2 min by default); a
+/// histogram quantile over every queue of two live fabrics took more than
+/// 10 s (the bound before) on a loaded 2-core machine.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Evaluates an instant query; returns the result's series (as JSON).
 pub fn instant_query(prometheus: &str, promql: &str) -> Result<Vec<serde_json::Value>, String> {
-    let agent = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(10))).http_status_as_error(false).build().new_agent();
+    let agent = ureq::Agent::config_builder().timeout_global(Some(QUERY_TIMEOUT)).http_status_as_error(false).build().new_agent();
     let url = format!("{}/api/v1/query", prometheus.trim_end_matches('/'));
     let mut resp = agent.get(&url).query("query", promql).call().map_err(|e| format!("{url}: {e}"))?;
     let body = resp.body_mut().read_to_string().map_err(|e| format!("{url}: {e}"))?;
