@@ -166,25 +166,18 @@ fn assert_clean(pids: &[u32], prefix: &str) {
 
 /// Starts `iperf3 -s -1` in `host` and returns the child.
 fn iperf_server(f: &Fabric, host: &str, port: u16) -> std::process::Child {
-    let c = f
-        .exec(host, &["iperf3", "-s", "-1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("iperf3 -s");
-    std::thread::sleep(Duration::from_millis(300));
-    c
+    spawn_iperf_server(f, host, &["iperf3", "-s", "-1", "-p", &port.to_string()], Stdio::null())
 }
 
 /// Starts an iperf3 server for one test that prints its JSON result (the
 /// receiver's side) when it ends: read it with [`receiver_seconds`].
 fn iperf_json_server(f: &Fabric, host: &str, port: u16) -> std::process::Child {
-    let c = f
-        .exec(host, &["iperf3", "-s", "-1", "-J", "-p", &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("iperf3 -s");
+    spawn_iperf_server(f, host, &["iperf3", "-s", "-1", "-J", "-p", &port.to_string()], Stdio::piped())
+}
+
+/// Runs `cmd` (an iperf3 server) in `host` and gives it 300 ms to listen.
+fn spawn_iperf_server(f: &Fabric, host: &str, cmd: &[&str], stdout: Stdio) -> std::process::Child {
+    let c = f.exec(host, cmd).stdout(stdout).stderr(Stdio::null()).spawn().expect("iperf3 -s");
     std::thread::sleep(Duration::from_millis(300));
     c
 }
