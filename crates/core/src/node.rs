@@ -150,6 +150,15 @@ impl Node {
             Node::TcpHost(h) => h.pfc_log_mut(),
         }
     }
+    /// A host's frame pool (`None` for a switch).
+    pub fn frame_pool(&self) -> Option<&weft_wire::buffer::FramePool> {
+        match self {
+            Node::Switch(_) => None,
+            Node::UdpHost(h) => Some(h.frame_pool()),
+            Node::RoceHost(h) => Some(h.frame_pool()),
+            Node::TcpHost(h) => Some(h.frame_pool()),
+        }
+    }
     /// Whether the node's own traffic is over: a host's flows all sent
     /// (TCP and RoCE: all acknowledged; UDP: the last byte sent); a switch
     /// always. A fabric whose switches run periodic packet generators
@@ -252,6 +261,11 @@ pub struct NodeConfig {
     pub cpu_latency_ns: Nanos,
     /// What the hosts run.
     pub transport: HostTransport,
+    /// What the hosts' frame pools assume of the frames they receive
+    /// ([`weft_wire::buffer::TailPolicy`]): `Trust` only where every frame
+    /// a host can receive was built by weft's hosts and programs (virtual
+    /// time), `Write` where frames come from outside weft.
+    pub frame_tails: weft_wire::buffer::TailPolicy,
 }
 
 /// What synthetic hosts run.
@@ -292,7 +306,14 @@ impl HostWorkload {
 
 impl Default for NodeConfig {
     fn default() -> Self {
-        NodeConfig { seed: 1, strict: false, snapshot_period_ns: 1_000, cpu_latency_ns: 10_000, transport: HostTransport::Udp }
+        NodeConfig {
+            seed: 1,
+            strict: false,
+            snapshot_period_ns: 1_000,
+            cpu_latency_ns: 10_000,
+            transport: HostTransport::Udp,
+            frame_tails: weft_wire::buffer::TailPolicy::Write,
+        }
     }
 }
 
@@ -367,9 +388,21 @@ pub fn build_nodes(fabric: &FabricSpec, cfg: &NodeConfig) -> Result<Vec<Node>, N
         nodes.push(match &n.kind {
             NodeKind::Switch(_) => Node::Switch(Box::new(Switch::from_spec(id, n, switch_config(fabric, id, cfg)?)?)),
             NodeKind::Host(_) => match cfg.transport {
-                HostTransport::Udp => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
-                HostTransport::Roce(rc) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc)?)),
-                HostTransport::Tcp(tc) => Node::TcpHost(Box::new(TcpHost::from_spec(id, n, tc)?)),
+                HostTransport::Udp => {
+                    let mut h = UdpHost::from_spec(id, n)?;
+                    h.frame_pool_mut().set_policy(cfg.frame_tails);
+                    Node::UdpHost(Box::new(h))
+                }
+                HostTransport::Roce(rc) => {
+                    let mut h = RoceHost::from_spec(id, n, rc)?;
+                    h.frame_pool_mut().set_policy(cfg.frame_tails);
+                    Node::RoceHost(Box::new(h))
+                }
+                HostTransport::Tcp(tc) => {
+                    let mut h = TcpHost::from_spec(id, n, tc)?;
+                    h.frame_pool_mut().set_policy(cfg.frame_tails);
+                    Node::TcpHost(Box::new(h))
+                }
             },
         });
     }

@@ -13,15 +13,57 @@
 //! instead of being freed by its receiver and allocated again by a sender
 //! (on another thread, in a parallel run).
 //!
+//! A data frame of a synthetic host is headers and a zero payload: of a
+//! 1 KiB RoCE frame only the first two cache lines carry anything. Writing
+//! the zero payload again each time a buffer is reused was most of the
+//! cost of building a frame (the stores miss: a buffer kept is as cold as
+//! a new one by the time it is reused), and a check that a returned
+//! buffer's payload is still zero costs more (it reads the same cold
+//! lines). Where every writer of every frame a host can receive is known,
+//! the driver says so with [`TailPolicy::Trust`]: the pool then takes a
+//! returned buffer to be zero from byte [`ZERO_TAIL_FROM`] on and writes
+//! only the bytes before it (and any bytes beyond the returned frame's
+//! length). The virtual-time driver does, for weft's own hosts and
+//! programs: hosts write headers only (a UDP host its 16-byte sequence
+//! record right after its UDP header), programs insert, rewrite and strip
+//! headers, and the largest stack of them ends well before byte 128.
+//! [`TailPolicy::Check`] counts the returned frames that break the
+//! promise, which is how the tests prove it for every scheme and
+//! transport. A real-time driver keeps [`TailPolicy::Write`]: frames from
+//! a TAP or a VM carry payloads.
+//!
 //! Invariant: the spare capacity is never part of the frame (`len()` is the
 //! frame's length); a buffer from [`zeroed`] or [`FramePool::zeroed`] is
-//! byte for byte the same frame as `BytesMut::zeroed(len)`.
+//! byte for byte the same frame as `BytesMut::zeroed(len)` (under
+//! [`TailPolicy::Trust`], as long as every buffer given back is zero from
+//! [`ZERO_TAIL_FROM`] to its length).
 
 use bytes::BytesMut;
 
 /// Spare capacity after a host's frame: room for the largest header a
 /// scheme inserts in flight (ConWeave's 4-byte timestamp header today).
 pub const INSERT_ROOM: usize = 16;
+
+/// Under [`TailPolicy::Trust`], the offset from which a buffer given back
+/// to a [`FramePool`] is taken to be zero: two cache lines, room for every
+/// header stack weft builds (Ethernet, a VLAN tag, IPv4 with the P4TE
+/// option, the INT shim, UDP, BTH, RETH and ConWeave's header: 106 bytes).
+pub const ZERO_TAIL_FROM: usize = 128;
+
+/// What a [`FramePool`] assumes of the buffers given back to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TailPolicy {
+    /// Nothing: a reused buffer is written zero whole.
+    #[default]
+    Write,
+    /// Every buffer given back is zero from [`ZERO_TAIL_FROM`] to its
+    /// length: a reused buffer is written zero before that offset only.
+    Trust,
+    /// As [`TailPolicy::Write`], and each buffer given back is checked
+    /// against the promise of [`TailPolicy::Trust`] (counted in
+    /// [`FramePool::tail_checks`]); for tests.
+    Check,
+}
 
 /// A zeroed frame buffer of `len` bytes with [`INSERT_ROOM`] bytes of spare
 /// capacity.
@@ -41,6 +83,11 @@ pub fn zeroed(len: usize) -> BytesMut {
 #[derive(Debug, Default)]
 pub struct FramePool {
     free: Vec<BytesMut>,
+    policy: TailPolicy,
+    /// Under [`TailPolicy::Check`]: buffers checked, and of those, buffers
+    /// with a byte other than zero from [`ZERO_TAIL_FROM`] on.
+    checked: u64,
+    broken: u64,
 }
 
 impl FramePool {
@@ -57,8 +104,19 @@ impl FramePool {
     pub fn zeroed(&mut self, len: usize) -> BytesMut {
         match self.free.pop() {
             Some(mut b) if b.capacity() >= len + INSERT_ROOM => {
-                b.clear();
-                b.resize(len, 0);
+                if self.policy == TailPolicy::Trust {
+                    // Zero from ZERO_TAIL_FROM to the old length already.
+                    let head = len.min(ZERO_TAIL_FROM).min(b.len());
+                    b[..head].fill(0);
+                    if b.len() >= len {
+                        b.truncate(len);
+                    } else {
+                        b.resize(len, 0);
+                    }
+                } else {
+                    b.clear();
+                    b.resize(len, 0);
+                }
                 b
             }
             _ => zeroed(len),
@@ -70,8 +128,28 @@ impl FramePool {
     pub fn give(&mut self, frame: BytesMut) {
         let cap = frame.capacity();
         if self.free.len() < Self::KEPT && (Self::MIN_CAPACITY..=Self::MAX_CAPACITY).contains(&cap) {
+            if self.policy == TailPolicy::Check {
+                self.checked += 1;
+                self.broken += frame.get(ZERO_TAIL_FROM..).is_some_and(|t| t.iter().any(|&b| b != 0)) as u64;
+            }
             self.free.push(frame);
         }
+    }
+
+    /// Sets what the pool assumes of the buffers given back from now on.
+    pub fn set_policy(&mut self, policy: TailPolicy) {
+        self.policy = policy;
+    }
+
+    /// What the pool assumes of the buffers given back.
+    pub fn policy(&self) -> TailPolicy {
+        self.policy
+    }
+
+    /// Under [`TailPolicy::Check`]: (buffers checked, buffers that were not
+    /// zero from [`ZERO_TAIL_FROM`] on).
+    pub fn tail_checks(&self) -> (u64, u64) {
+        (self.checked, self.broken)
     }
 
     /// Buffers kept now.
@@ -120,6 +198,49 @@ mod tests {
         let big = pool.zeroed(1500);
         assert_eq!(&big[..], &[0u8; 1500][..]);
         assert!(pool.is_empty());
+    }
+
+    #[test]
+    fn a_trusted_pool_writes_only_the_head_and_gives_the_frames_of_a_new_buffer() {
+        // Frames zero from ZERO_TAIL_FROM on, reused for frames of every
+        // length relation: shorter, equal, longer, shorter than the head.
+        for (first, next) in [(1058, 1000), (1058, 1058), (300, 1058), (1058, 60), (100, 90), (100, 200), (200, 100)] {
+            let mut pool = FramePool::default();
+            pool.set_policy(TailPolicy::Trust);
+            let mut f = BytesMut::with_capacity(2048);
+            f.resize(first, 0);
+            let head = first.min(ZERO_TAIL_FROM);
+            f[..head].fill(0xab);
+            let ptr = f.as_ptr();
+            pool.give(f);
+            let g = pool.zeroed(next);
+            assert_eq!(g.as_ptr(), ptr, "{first} -> {next}: the kept buffer is reused");
+            assert_eq!(&g[..], &vec![0u8; next][..], "{first} -> {next}");
+            assert!(g.capacity() >= next + INSERT_ROOM);
+        }
+    }
+
+    #[test]
+    fn a_checking_pool_counts_the_buffers_with_a_payload() {
+        let mut pool = FramePool::default();
+        pool.set_policy(TailPolicy::Check);
+        let mut headers_only = zeroed(1000);
+        headers_only[..ZERO_TAIL_FROM].fill(0xff);
+        pool.give(headers_only);
+        let mut payload = zeroed(1000);
+        payload[999] = 1;
+        pool.give(payload);
+        let mut first_tail_byte = zeroed(300);
+        first_tail_byte[ZERO_TAIL_FROM] = 1;
+        pool.give(first_tail_byte);
+        // Too small to keep: not kept, so not checked.
+        let mut small = zeroed(ZERO_TAIL_FROM + 2);
+        small[ZERO_TAIL_FROM] = 1;
+        pool.give(small);
+        assert_eq!(pool.tail_checks(), (3, 2));
+        // It zeroes a reused buffer whole, as the default policy does.
+        let g = pool.zeroed(1000);
+        assert_eq!(&g[..], &[0u8; 1000][..]);
     }
 
     #[test]

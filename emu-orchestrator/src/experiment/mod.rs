@@ -28,6 +28,7 @@ use emu_node::schemes::{self, Params, SchemeError, TimeScale};
 use emu_node::time::{BitRate, Nanos};
 use emu_node::traffic::{Pattern, PatternError};
 use emu_node::watchdog::{ProgressWatchdog, StallReport};
+use emu_node::wire::buffer::TailPolicy;
 use emu_node::workload::{host_link_load, parse_flow_list, FlowSizeCdf, PoissonArrivals};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -674,8 +675,12 @@ impl Prepared {
     }
 
     /// The nodes with every flow added, for a real-time driver (no engine).
+    /// Their frame pools write every reused buffer whole
+    /// ([`TailPolicy::Write`]): in real time a host may receive a frame
+    /// from outside weft (a TAP host's, a VM's) that carries a payload.
     pub fn nodes(&self) -> Result<Vec<Node>, RunError> {
-        let mut nodes = build_nodes(&self.fabric, &self.node_config).map_err(EngineError::from)?;
+        let cfg = NodeConfig { frame_tails: TailPolicy::Write, ..self.node_config.clone() };
+        let mut nodes = build_nodes(&self.fabric, &cfg).map_err(EngineError::from)?;
         self.reserve_flows(&mut nodes);
         for (src, flow, sized) in &self.flows {
             if let Some(n) = nodes.get_mut(src.index()) {
@@ -791,7 +796,11 @@ pub fn prepare(topo: &Topology, opts: &RunOptions) -> Result<Prepared, RunError>
             HostTransport::Roce(rc)
         }
     };
-    let node_config = NodeConfig { seed: opts.seed, transport: host_transport, ..NodeConfig::default() };
+    // Virtual time: every frame a host receives was built by weft's own
+    // hosts and programs, zero beyond their headers, so the hosts' pools
+    // need not write a reused buffer's zero payload again (`nodes` puts
+    // the default back for real time).
+    let node_config = NodeConfig { seed: opts.seed, transport: host_transport, frame_tails: TailPolicy::Trust, ..NodeConfig::default() };
     let mut flows = Vec::with_capacity(plan.len());
     for (i, &(src_i, dst_i, size, start)) in plan.iter().enumerate() {
         let src = hosts[src_i];

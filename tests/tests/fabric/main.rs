@@ -5,6 +5,7 @@ mod base_fct;
 mod determinism;
 mod digests;
 mod failures;
+mod frame_tails;
 mod incast;
 mod int_nexthop;
 mod lbsp;

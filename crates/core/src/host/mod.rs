@@ -49,6 +49,15 @@ macro_rules! host_common {
             pub fn pfc_log_mut(&mut self) -> &mut $crate::pfc_log::PfcLog {
                 &mut self.nic.pfc_log
             }
+            /// The buffers of the frames received, kept for the frames
+            /// sent next.
+            pub fn frame_pool(&self) -> &weft_wire::buffer::FramePool {
+                &self.nic.frames
+            }
+            /// The frame pool, to set its tail policy before a run.
+            pub fn frame_pool_mut(&mut self) -> &mut weft_wire::buffer::FramePool {
+                &mut self.nic.frames
+            }
             /// The next time `handle_timeout` must be called.
             #[must_use]
             pub fn poll_timeout(&self) -> Option<weft_wire::time::Nanos> {
