@@ -102,25 +102,47 @@ impl FramePool {
     /// bytes of spare capacity: a kept buffer if the last one kept is large
     /// enough, else a new one.
     pub fn zeroed(&mut self, len: usize) -> BytesMut {
+        if self.policy == TailPolicy::Trust {
+            return self.zeroed_trusting(len);
+        }
         match self.free.pop() {
             Some(mut b) if b.capacity() >= len + INSERT_ROOM => {
-                if self.policy == TailPolicy::Trust {
-                    // Zero from ZERO_TAIL_FROM to the old length already.
-                    let head = len.min(ZERO_TAIL_FROM).min(b.len());
-                    b[..head].fill(0);
-                    if b.len() >= len {
-                        b.truncate(len);
-                    } else {
-                        b.resize(len, 0);
-                    }
-                } else {
-                    b.clear();
-                    b.resize(len, 0);
-                }
+                b.clear();
+                b.resize(len, 0);
                 b
             }
             _ => zeroed(len),
         }
+    }
+
+    /// [`FramePool::zeroed`] under [`TailPolicy::Trust`]. A kept buffer is
+    /// zero from [`ZERO_TAIL_FROM`] to its length, so only the bytes before
+    /// that and beyond its length are written; a frame shorter than the
+    /// head (an ACK, a CNP) would leave that zero tail behind its length,
+    /// so the buffer is chosen to keep tails for the frames that need
+    /// them: the most recent kept buffer at least `len` long for a long
+    /// frame, the most recent one already short for a short frame, else
+    /// the most recent one.
+    fn zeroed_trusting(&mut self, len: usize) -> BytesMut {
+        let fits = |b: &BytesMut| b.capacity() >= len + INSERT_ROOM;
+        let best = if len < ZERO_TAIL_FROM {
+            self.free.iter().rposition(|b| b.len() <= ZERO_TAIL_FROM && fits(b))
+        } else {
+            self.free.iter().rposition(|b| b.len() >= len && fits(b))
+        };
+        let taken = match best {
+            Some(i) => Some(self.free.remove(i)),
+            None => self.free.pop().filter(fits),
+        };
+        let Some(mut b) = taken else { return zeroed(len) };
+        let head = len.min(ZERO_TAIL_FROM).min(b.len());
+        b[..head].fill(0);
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
+        b
     }
 
     /// Keeps `frame`'s buffer for a later frame (or drops it: pool full,
@@ -218,6 +240,32 @@ mod tests {
             assert_eq!(&g[..], &vec![0u8; next][..], "{first} -> {next}");
             assert!(g.capacity() >= next + INSERT_ROOM);
         }
+    }
+
+    #[test]
+    fn a_trusted_pool_builds_short_frames_in_short_buffers_and_long_ones_in_long_ones() {
+        let mut pool = FramePool::default();
+        pool.set_policy(TailPolicy::Trust);
+        let (data, mut ack) = (zeroed(1058), zeroed(1058));
+        ack.truncate(62);
+        ack.fill(0x5a);
+        let (data_ptr, ack_ptr) = (data.as_ptr(), ack.as_ptr());
+        // The short one is the most recent: a data frame still takes the long one ...
+        pool.give(data);
+        pool.give(ack);
+        let d = pool.zeroed(1000);
+        assert_eq!((d.as_ptr(), &d[..]), (data_ptr, &[0u8; 1000][..]));
+        pool.give(d);
+        // ... and an ACK the short one, though the long one is more recent.
+        let a = pool.zeroed(58);
+        assert_eq!((a.as_ptr(), &a[..]), (ack_ptr, &[0u8; 58][..]));
+        // With only a short one kept, a long frame takes it, written zero.
+        let mut pool = FramePool::default();
+        pool.set_policy(TailPolicy::Trust);
+        pool.give(a);
+        let d = pool.zeroed(1000);
+        assert_eq!((d.as_ptr(), &d[..]), (ack_ptr, &[0u8; 1000][..]));
+        assert!(pool.is_empty());
     }
 
     #[test]
