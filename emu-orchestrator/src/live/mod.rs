@@ -491,9 +491,14 @@ async fn run_fabric(
     // from then on is held by them and stops the fabric cleanly.
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(io("signals"))?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(io("signals"))?;
-    state.phase = "running".into();
+    // `ready` prints what the user needs (hosts, metrics URLs read back
+    // from the state file) before the state says "running": `weft up
+    // --detach` shows the background orchestrator's log once it reads
+    // "running", and must find those lines in it.
     write_state(&dir, state)?;
     ready(&state.hosts);
+    state.phase = "running".into();
+    write_state(&dir, state)?;
     let (down_tx, mut down_rx) = tokio::sync::mpsc::unbounded_channel::<DownAck>();
     let mut reported_dead = std::collections::BTreeSet::new();
     let mut silent = SilenceWatch::default();
