@@ -159,6 +159,15 @@ impl Node {
             Node::TcpHost(h) => Some(h.frame_pool()),
         }
     }
+    /// A host's frame pool, to set its tail policy (`None` for a switch).
+    pub fn frame_pool_mut(&mut self) -> Option<&mut weft_wire::buffer::FramePool> {
+        match self {
+            Node::Switch(_) => None,
+            Node::UdpHost(h) => Some(h.frame_pool_mut()),
+            Node::RoceHost(h) => Some(h.frame_pool_mut()),
+            Node::TcpHost(h) => Some(h.frame_pool_mut()),
+        }
+    }
     /// Whether the node's own traffic is over: a host's flows all sent
     /// (TCP and RoCE: all acknowledged; UDP: the last byte sent); a switch
     /// always. A fabric whose switches run periodic packet generators
@@ -388,23 +397,14 @@ pub fn build_nodes(fabric: &FabricSpec, cfg: &NodeConfig) -> Result<Vec<Node>, N
         nodes.push(match &n.kind {
             NodeKind::Switch(_) => Node::Switch(Box::new(Switch::from_spec(id, n, switch_config(fabric, id, cfg)?)?)),
             NodeKind::Host(_) => match cfg.transport {
-                HostTransport::Udp => {
-                    let mut h = UdpHost::from_spec(id, n)?;
-                    h.frame_pool_mut().set_policy(cfg.frame_tails);
-                    Node::UdpHost(Box::new(h))
-                }
-                HostTransport::Roce(rc) => {
-                    let mut h = RoceHost::from_spec(id, n, rc)?;
-                    h.frame_pool_mut().set_policy(cfg.frame_tails);
-                    Node::RoceHost(Box::new(h))
-                }
-                HostTransport::Tcp(tc) => {
-                    let mut h = TcpHost::from_spec(id, n, tc)?;
-                    h.frame_pool_mut().set_policy(cfg.frame_tails);
-                    Node::TcpHost(Box::new(h))
-                }
+                HostTransport::Udp => Node::UdpHost(Box::new(UdpHost::from_spec(id, n)?)),
+                HostTransport::Roce(rc) => Node::RoceHost(Box::new(RoceHost::from_spec(id, n, rc)?)),
+                HostTransport::Tcp(tc) => Node::TcpHost(Box::new(TcpHost::from_spec(id, n, tc)?)),
             },
         });
+        if let Some(pool) = nodes.last_mut().and_then(Node::frame_pool_mut) {
+            pool.set_policy(cfg.frame_tails);
+        }
     }
     Ok(nodes)
 }

@@ -51,7 +51,7 @@ pub const INSERT_ROOM: usize = 16;
 pub const ZERO_TAIL_FROM: usize = 128;
 
 /// What a [`FramePool`] assumes of the buffers given back to it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum TailPolicy {
     /// Nothing: a reused buffer is written zero whole.
     #[default]
