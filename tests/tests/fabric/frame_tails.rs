@@ -4,7 +4,6 @@
 //! written again. Checked here for every scheme and every host transport,
 //! each frame a host keeps looked at whole.
 
-use emu_node::ids::NodeId;
 use emu_node::wire::buffer::TailPolicy;
 use emu_orchestrator::config::topology::Topology;
 use emu_orchestrator::experiment::{self, RunOptions, Threads, Transport, WorkloadOptions};
@@ -44,13 +43,11 @@ fn every_frame_a_host_keeps_is_zero_beyond_its_headers_for_every_scheme_and_tran
             let mut engine = prepared.engine(Threads::Exactly(1)).expect("engine");
             engine.run_until(50_000_000, u64::MAX);
             let (mut checked, mut broken) = (0, 0);
-            for i in 0..prepared.fabric.nodes.len() {
-                if let Some(pool) = engine.node_mut(NodeId(i as u32)).and_then(|n| n.frame_pool()) {
-                    assert_eq!(pool.policy(), TailPolicy::Check);
-                    let (c, b) = pool.tail_checks();
-                    checked += c;
-                    broken += b;
-                }
+            for pool in engine.nodes().iter().filter_map(|n| n.frame_pool()) {
+                assert_eq!(pool.policy(), TailPolicy::Check);
+                let (c, b) = pool.tail_checks();
+                checked += c;
+                broken += b;
             }
             eprintln!("{scheme} {transport:?}: {checked} frames kept and checked, {broken} with bytes beyond their headers");
             assert!(checked > 1000, "{scheme} {transport:?}: the hosts kept frames ({checked})");
