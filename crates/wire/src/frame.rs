@@ -81,7 +81,7 @@ impl FrameInfo {
     /// for any other frame and for any frame the general parse would
     /// reject. Same result as the general parse wherever it returns one
     /// (tested on mutated frames).
-    #[inline]
+    #[inline(always)]
     fn parse_plain(frame: &[u8]) -> Option<FrameInfo> {
         const L3: usize = ethernet::HEADER_LEN;
         const L4: usize = L3 + ipv4::HEADER_LEN;
