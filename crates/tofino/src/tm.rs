@@ -928,13 +928,20 @@ impl TrafficManager {
     /// enqueued and immediately dequeued (counters, max depth, the RED
     /// decision at its own depth) and returned without being buffered; its
     /// cells are never held, so it cannot trigger PFC. Otherwise the frame
-    /// is handed back for [`TrafficManager::enqueue`].
+    /// is handed back for [`TrafficManager::enqueue`]. The packet returned
+    /// carries `arrival` and `bridged` as [`TrafficManager::enqueue_bridged`]
+    /// would have queued it with (built once: a caller that wrote them into
+    /// the returned packet field by field and then moved it read them back
+    /// before the CPU could forward its stores, a stall on every packet).
+    #[allow(clippy::too_many_arguments)]
     pub fn pass_through(
         &mut self,
         now: Nanos,
         port: PortId,
         queue: QueueId,
         frame: BytesMut,
+        arrival: Option<Arrival>,
+        bridged: u32,
         rng: &mut impl Rng,
     ) -> Result<Dequeued, PassThrough> {
         let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
@@ -978,11 +985,11 @@ impl TrafficManager {
         };
         let pkt = QueuedPacket {
             frame,
-            ingress_port: None,
-            pfc_class: class as u8,
+            ingress_port: arrival.map(|a| a.port),
+            pfc_class: arrival.map_or(class as u8, |a| a.cos & 7),
             enq_ts: now,
             enq_depth: 0,
-            bridged: 0,
+            bridged,
             cells: cells as u32,
             mmu_counted: false,
             ingress_pending: false,
@@ -1533,7 +1540,7 @@ mod tests {
         let mut pfc = vec![];
         // Two packets cut through the idle port.
         for _ in 0..2 {
-            assert!(t.pass_through(0, PortId(0), QueueId(0), frame(1000), &mut rng).is_ok());
+            assert!(t.pass_through(0, PortId(0), QueueId(0), frame(1000), None, 0, &mut rng).is_ok());
         }
         // Three are buffered behind each other: they find 0, 1000, 2000 B.
         for _ in 0..3 {
@@ -1844,7 +1851,7 @@ mod tests {
         let mut t = ns3_tm(Some(red));
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut pfc = vec![];
-        assert!(matches!(t.pass_through(0, PortId(1), QueueId(1), frame(1000), &mut rng), Err(PassThrough::Queued(_))));
+        assert!(matches!(t.pass_through(0, PortId(1), QueueId(1), frame(1000), None, 0, &mut rng), Err(PassThrough::Queued(_))));
         for _ in 0..5 {
             t.enqueue(0, PortId(1), QueueId(1), frame(1000), Some(PortId(0)), &mut pfc).unwrap();
         }

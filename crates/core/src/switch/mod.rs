@@ -1267,17 +1267,15 @@ impl Switch {
         // sends the packet at once; the TM accounts it as enqueued and
         // dequeued (same counters, same RED decision) without buffering it.
         if port.index() < self.ports.len() && !self.ports[port.index()].is_busy(now) && self.ports[port.index()].mac_control.is_empty() {
-            match self.tm.pass_through(now, port, queue, frame, &mut self.rng) {
-                Ok(mut d) => {
-                    d.pkt.ingress_port = arrival.map(|a| a.port);
-                    if let Some(a) = arrival {
-                        d.pkt.pfc_class = a.cos;
-                    }
-                    d.pkt.bridged = bridged;
+            // Matched in place: moving the packet out of the result copies
+            // it 16 bytes at a time right after the traffic manager wrote
+            // it a field at a time (a store the CPU cannot forward).
+            match &mut self.tm.pass_through(now, port, queue, frame, arrival, bridged, &mut self.rng) {
+                Ok(d) => {
                     self.depart(now, port, d, out);
                     return;
                 }
-                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, a, f, out),
+                Err(PassThrough::Queued(f)) => return self.enqueue_slow(now, a, std::mem::take(f), out),
                 Err(PassThrough::Dropped(_)) => {
                     self.counters.drop_tm += 1;
                     return;
@@ -1418,7 +1416,7 @@ impl Switch {
         }
         let mut pfc = std::mem::take(&mut self.pfc_scratch);
         loop {
-            let Some(d) = self.tm.dequeue(now, port, &mut self.rng, &mut pfc) else {
+            let Some(mut d) = self.tm.dequeue(now, port, &mut self.rng, &mut pfc) else {
                 if let Some(t) = self.tm.pfc_wakeup(now, port) {
                     self.arm(port, t);
                 }
@@ -1428,7 +1426,7 @@ impl Switch {
             // the port free: the next one departs in this pass, not through
             // a timer armed for this same instant (which would order it
             // after the instant's other events).
-            if self.depart(now, port, d, out) && self.ports[pi].is_busy(now) {
+            if self.depart(now, port, &mut d, out) && self.ports[pi].is_busy(now) {
                 break;
             }
         }
@@ -1437,8 +1435,11 @@ impl Switch {
     }
 
     /// Runs the egress pipeline on a dequeued packet, marks ECN and sends it.
-    /// Returns whether it was sent (the egress program may drop it).
-    fn depart(&mut self, now: Nanos, port: PortId, mut d: Dequeued, out: &mut Vec<Transmit>) -> bool {
+    /// Returns whether it was sent (the egress program may drop it). The
+    /// packet is the caller's, in place (a move of its 128 bytes stalled,
+    /// see [`Switch::enqueue`]): a sent frame is taken out of it, a dropped
+    /// one is freed with it.
+    fn depart(&mut self, now: Nanos, port: PortId, d: &mut Dequeued, out: &mut Vec<Transmit>) -> bool {
         self.pass_serial += 1;
         let port_rate = self.ports[port.index()].serializer.rate();
         let mut cx = EgressCx {
@@ -1497,7 +1498,7 @@ impl Switch {
             self.tm.count_mark(port, d.queue);
         }
         let in_port = d.pkt.ingress_port;
-        self.transmit(now, port, d.pkt.frame, out);
+        self.transmit(now, port, std::mem::take(&mut d.pkt.frame), out);
         // Frames egress made leave after this packet (the port is busy now,
         // so one emitted to this port queues behind it).
         if !emit.is_empty() {
