@@ -13,6 +13,15 @@
 //! instead of being freed by its receiver and allocated again by a sender
 //! (on another thread, in a parallel run).
 //!
+//! A host's own pool gets back from its peers the kind of buffer they
+//! built: the sender of a RoCE or TCP flow receives ACKs, whose short
+//! buffers it must extend (writing a kilobyte of zeros, cold) for its
+//! next data frame, while its receiver's pool fills with data buffers it
+//! builds only ACKs in. A driver that runs many hosts on one thread can
+//! instead lend them, call by call, one [`FramePool::shared`] pool: a data
+//! buffer a receiver finished with then serves the next data frame of
+//! whichever host sends one, an ACK's buffer the next ACK.
+//!
 //! A data frame of a synthetic host is headers and a zero payload: of a
 //! 1 KiB RoCE frame only the first two cache lines carry anything. Writing
 //! the zero payload again each time a buffer is reused was most of the
@@ -74,15 +83,18 @@ pub fn zeroed(len: usize) -> BytesMut {
 }
 
 /// Frame buffers a host has finished with, kept for the frames it builds
-/// next. Bounded: at most [`FramePool::KEPT`] buffers, each with capacity
+/// next. Bounded: at most [`FramePool::KEPT`] buffers ([`FramePool::SHARED_KEPT`]
+/// for a shared pool), each with capacity
 /// between [`FramePool::MIN_CAPACITY`] and [`FramePool::MAX_CAPACITY`]
 /// (a small buffer could not hold a data frame, a huge one would hold
 /// memory a data frame does not need). A frame cut from a larger received
 /// batch (a real-time link's read) keeps that batch alive while it is
 /// kept; it is reused only if its own capacity holds the next frame.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FramePool {
     free: Vec<BytesMut>,
+    /// Buffers kept at most ([`FramePool::KEPT`], or [`FramePool::SHARED_KEPT`]).
+    kept: usize,
     policy: TailPolicy,
     /// Under [`TailPolicy::Check`]: buffers checked, and of those, buffers
     /// with a byte other than zero from [`ZERO_TAIL_FROM`] on.
@@ -90,13 +102,31 @@ pub struct FramePool {
     broken: u64,
 }
 
+impl Default for FramePool {
+    fn default() -> Self {
+        FramePool { free: Vec::new(), kept: Self::KEPT, policy: TailPolicy::default(), checked: 0, broken: 0 }
+    }
+}
+
 impl FramePool {
-    /// Buffers kept at most.
+    /// Buffers a host's own pool keeps at most.
     pub const KEPT: usize = 16;
+    /// Buffers a [`FramePool::shared`] pool keeps at most.
+    pub const SHARED_KEPT: usize = 128;
+    /// Under [`TailPolicy::Trust`], how many of the most recent kept
+    /// buffers a frame looks through for one that keeps its zero tail.
+    const SEARCHED: usize = 16;
     /// Smallest capacity kept (an ACK's buffer is not worth keeping).
     pub const MIN_CAPACITY: usize = 256;
     /// Largest capacity kept (a jumbo frame's).
     pub const MAX_CAPACITY: usize = 16 * 1024;
+
+    /// A pool for many hosts to share (one thread's, lent to each of its
+    /// hosts for the length of a call), keeping up to
+    /// [`FramePool::SHARED_KEPT`] buffers, under `policy`.
+    pub fn shared(policy: TailPolicy) -> Self {
+        FramePool { kept: Self::SHARED_KEPT, policy, ..Self::default() }
+    }
 
     /// A zeroed frame buffer of `len` bytes with at least [`INSERT_ROOM`]
     /// bytes of spare capacity: a kept buffer if the last one kept is large
@@ -122,14 +152,17 @@ impl FramePool {
     /// so the buffer is chosen to keep tails for the frames that need
     /// them: the most recent kept buffer at least `len` long for a long
     /// frame, the most recent one already short for a short frame, else
-    /// the most recent one.
+    /// the most recent one (of the [`FramePool::SEARCHED`] most recent).
     fn zeroed_trusting(&mut self, len: usize) -> BytesMut {
         let fits = |b: &BytesMut| b.capacity() >= len + INSERT_ROOM;
+        let from = self.free.len().saturating_sub(Self::SEARCHED);
+        let recent = &self.free[from..];
         let best = if len < ZERO_TAIL_FROM {
-            self.free.iter().rposition(|b| b.len() <= ZERO_TAIL_FROM && fits(b))
+            recent.iter().rposition(|b| b.len() <= ZERO_TAIL_FROM && fits(b))
         } else {
-            self.free.iter().rposition(|b| b.len() >= len && fits(b))
-        };
+            recent.iter().rposition(|b| b.len() >= len && fits(b))
+        }
+        .map(|i| from + i);
         let taken = match best {
             Some(i) => Some(self.free.remove(i)),
             None => self.free.pop().filter(fits),
@@ -149,7 +182,7 @@ impl FramePool {
     /// capacity out of range).
     pub fn give(&mut self, frame: BytesMut) {
         let cap = frame.capacity();
-        if self.free.len() < Self::KEPT && (Self::MIN_CAPACITY..=Self::MAX_CAPACITY).contains(&cap) {
+        if self.free.len() < self.kept && (Self::MIN_CAPACITY..=Self::MAX_CAPACITY).contains(&cap) {
             if self.policy == TailPolicy::Check {
                 self.checked += 1;
                 self.broken += frame.get(ZERO_TAIL_FROM..).is_some_and(|t| t.iter().any(|&b| b != 0)) as u64;
@@ -266,6 +299,40 @@ mod tests {
         let d = pool.zeroed(1000);
         assert_eq!((d.as_ptr(), &d[..]), (ack_ptr, &[0u8; 1000][..]));
         assert!(pool.is_empty());
+    }
+
+    #[test]
+    fn a_shared_pool_keeps_more_and_looks_only_at_its_most_recent_buffers() {
+        let mut pool = FramePool::shared(TailPolicy::Trust);
+        assert_eq!(pool.policy(), TailPolicy::Trust);
+        for _ in 0..FramePool::SHARED_KEPT + 3 {
+            pool.give(zeroed(1058));
+        }
+        assert_eq!(pool.len(), FramePool::SHARED_KEPT);
+        // One short buffer deep below the most recent long ones: an ACK
+        // does not search that far, so it takes the most recent buffer.
+        let mut pool = FramePool::shared(TailPolicy::Trust);
+        let mut ack = zeroed(1058);
+        ack.truncate(62);
+        let ack_ptr = ack.as_ptr();
+        pool.give(ack);
+        for _ in 0..FramePool::SEARCHED {
+            pool.give(zeroed(1058));
+        }
+        let a = pool.zeroed(58);
+        assert_ne!(a.as_ptr(), ack_ptr);
+        assert_eq!(&a[..], &[0u8; 58][..]);
+        // Within reach, it is found.
+        let mut pool2 = FramePool::shared(TailPolicy::Trust);
+        let mut ack = zeroed(1058);
+        ack.truncate(62);
+        let ack_ptr = ack.as_ptr();
+        pool2.give(ack);
+        for _ in 0..FramePool::SEARCHED - 1 {
+            pool2.give(zeroed(1058));
+        }
+        let a = pool2.zeroed(58);
+        assert_eq!((a.as_ptr(), &a[..]), (ack_ptr, &[0u8; 58][..]));
     }
 
     #[test]

@@ -42,13 +42,8 @@ fn every_frame_a_host_keeps_is_zero_beyond_its_headers_for_every_scheme_and_tran
             prepared.node_config.frame_tails = TailPolicy::Check;
             let mut engine = prepared.engine(Threads::Exactly(1)).expect("engine");
             engine.run_until(50_000_000, u64::MAX);
-            let (mut checked, mut broken) = (0, 0);
-            for pool in engine.nodes().iter().filter_map(|n| n.frame_pool()) {
-                assert_eq!(pool.policy(), TailPolicy::Check);
-                let (c, b) = pool.tail_checks();
-                checked += c;
-                broken += b;
-            }
+            assert!(engine.nodes().iter().filter_map(|n| n.frame_pool()).all(|p| p.policy() == TailPolicy::Check));
+            let (checked, broken) = engine.frame_tail_checks();
             eprintln!("{scheme} {transport:?}: {checked} frames kept and checked, {broken} with bytes beyond their headers");
             assert!(checked > 1000, "{scheme} {transport:?}: the hosts kept frames ({checked})");
             assert_eq!(broken, 0, "{scheme} {transport:?}: frames with bytes beyond their headers reached a host");

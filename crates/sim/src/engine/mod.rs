@@ -56,6 +56,7 @@ use weft_core::fabric::{FabricSpec, LinkAction, LinkEvent, NodeAction, NodeEvent
 use weft_core::link_loss::LinkLoss;
 use weft_core::node::{build_nodes, Node, NodeConfig, NodeError};
 use weft_core::switch::Transmit;
+use weft_wire::buffer::{FramePool, TailPolicy};
 use weft_wire::hint::prefetch;
 use weft_wire::ids::{LinkId, NodeId, PortId};
 use weft_wire::time::{BitRate, Nanos};
@@ -223,9 +224,24 @@ struct Part {
     /// Timers armed so far, per local node (the generation).
     timers: Vec<u64>,
     out: Vec<Transmit>,
+    /// The frame buffers its hosts have finished with, lent to each host
+    /// for the length of each call ([`FramePool::shared`]: a receiver's
+    /// data buffer serves the next data frame any of them sends, where a
+    /// host's own pool would get back ACK buffers for its data frames).
+    pool: FramePool,
     /// Frames for each other partition, sent this round.
     outbox: Vec<Vec<Mail>>,
     totals: EngineTotals,
+}
+
+/// Swaps a host's own frame pool with the partition's shared one (so a
+/// call between two swaps builds its frames in the shared pool's buffers
+/// and gives its finished ones to it); nothing for a switch.
+#[inline]
+fn lend_pool(node: &mut Node, pool: &mut FramePool) {
+    if let Some(own) = node.frame_pool_mut() {
+        std::mem::swap(own, pool);
+    }
 }
 
 impl Part {
@@ -351,7 +367,10 @@ impl Part {
                 self.now = ev.at;
                 n += 1;
                 self.armed[i] = None;
-                self.nodes[i].handle_timeout(ev.at, &mut self.out);
+                let n = &mut self.nodes[i];
+                lend_pool(n, &mut self.pool);
+                n.handle_timeout(ev.at, &mut self.out);
+                lend_pool(n, &mut self.pool);
                 self.flush(l, node);
             } else if id >= l.channel_base {
                 self.now = ev.at;
@@ -374,7 +393,9 @@ impl Part {
                     }
                     h => {
                         self.totals.host_deliveries += 1;
+                        lend_pool(h, &mut self.pool);
                         h.handle_frame(ev.at, port, frame, &mut self.out);
+                        lend_pool(h, &mut self.pool);
                     }
                 }
                 self.flush(l, node);
@@ -643,6 +664,9 @@ impl Engine {
             channel_base,
             timer_base,
         };
+        // The hosts' pools say what may be assumed of the buffers given
+        // back (the node configuration's), and so does each shared one.
+        let pool_policy = nodes.iter().find_map(Node::frame_pool).map_or(TailPolicy::default(), FramePool::policy);
         let parts = members
             .into_iter()
             .enumerate()
@@ -658,6 +682,7 @@ impl Engine {
                 timers: vec![0; members.len()],
                 members,
                 out: Vec::new(),
+                pool: FramePool::shared(pool_policy),
                 outbox: (0..parts_n).map(|_| Vec::new()).collect(),
                 totals: EngineTotals::default(),
             })
@@ -715,6 +740,14 @@ impl Engine {
             t.add(&p.totals);
         }
         t
+    }
+
+    /// Under [`TailPolicy::Check`]: (buffers checked, buffers not zero
+    /// beyond their headers) of every frame pool, the hosts' own and the
+    /// partitions' shared ones ([`FramePool::tail_checks`]).
+    pub fn frame_tail_checks(&self) -> (u64, u64) {
+        let own = self.nodes.iter().filter_map(Node::frame_pool);
+        own.chain(self.parts.iter().map(|p| &p.pool)).map(FramePool::tail_checks).fold((0, 0), |(c, b), (c2, b2)| (c + c2, b + b2))
     }
 
     /// The nodes.
