@@ -112,7 +112,7 @@ impl FramePool {
     /// Buffers a host's own pool keeps at most.
     pub const KEPT: usize = 16;
     /// Buffers a [`FramePool::shared`] pool keeps at most.
-    pub const SHARED_KEPT: usize = 128;
+    pub const SHARED_KEPT: usize = 1024;
     /// Under [`TailPolicy::Trust`], how many of the most recent kept
     /// buffers a frame looks through for one that keeps its zero tail.
     const SEARCHED: usize = 16;
