@@ -355,6 +355,12 @@ impl Part {
                 if let Some(&f) = self.heads.get(c).filter(|&&f| f != 0) {
                     prefetch(f as *const u8);
                     prefetch((f + HEADER_END - 1) as *const u8);
+                    // And the channel it comes off (its ring's state).
+                    if let Some(ch) = self.channels.get(c) {
+                        let ch = ch as *const Channel as *const u8;
+                        prefetch(ch);
+                        prefetch(ch.wrapping_add(std::mem::size_of::<Channel>() - 1));
+                    }
                 }
             }
             let id = ev.tag >> GEN_BITS;
