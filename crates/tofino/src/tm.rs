@@ -962,7 +962,8 @@ impl TrafficManager {
         if self.ns3.is_some()
             || p.nonempty != 0
             || p.paused & (1u128 << qi) != 0
-            || (p.pfc_paused_until[class] > now && storms & (1 << class) == 0)
+            // The latest pause first: it is on the line already read.
+            || (p.pfc_any_until > now && p.pfc_paused_until[class] > now && storms & (1 << class) == 0)
         {
             return Err(PassThrough::Queued(frame));
         }

@@ -248,19 +248,39 @@ pub struct PortCounters {
     pub pfc_received: u64,
 }
 
+/// One front-panel port, laid out by what a packet reads: a departure
+/// reads and writes the first two lines (the serializer and packet slot;
+/// the control frames waiting, the sent counters and the MACs the frame is
+/// rewritten with), an arrival the third (the received counters, the MTU
+/// and MAC it checks); the rest is read when the port is reconfigured.
+/// The MTU and MACs are copies of `spec`'s, which never changes.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct Port {
-    spec: PortSpec,
     serializer: Serializer,
+    /// With `packet_slot_ns`: the next frame starts no earlier.
+    next_start: Nanos,
     /// Ports rated in packets (`SwitchSpec::queue_rate_packets`): the time
     /// one full-size frame holds the port at its rate; 0 otherwise.
     packet_slot_ns: Nanos,
-    /// With `packet_slot_ns`: the next frame starts no earlier.
-    next_start: Nanos,
+    mac_control: VecDeque<BytesMut>,
+    tx_frames: u64,
+    tx_bytes: u64,
+    /// `spec.peer_mac`, `spec.mac`: a departing frame's destination and
+    /// source.
+    rewrite: [EthernetAddress; 2],
+    rx_frames: u64,
+    rx_bytes: u64,
+    /// `spec.mtu`.
+    mtu: u16,
+    /// `spec.mac`: what an arriving frame must be addressed to.
+    mac: EthernetAddress,
     up: bool,
     timer_at: Option<Nanos>,
-    mac_control: VecDeque<BytesMut>,
-    counters: PortCounters,
+    pfc_pause_sent: u64,
+    pfc_resume_sent: u64,
+    pfc_received: u64,
+    spec: PortSpec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -298,6 +318,48 @@ impl SoftwareIngress {
 }
 
 impl Port {
+    fn new(spec: &PortSpec) -> Self {
+        Port {
+            serializer: Serializer::new(spec.rate),
+            next_start: 0,
+            packet_slot_ns: 0,
+            mac_control: VecDeque::new(),
+            tx_frames: 0,
+            tx_bytes: 0,
+            rewrite: [spec.peer_mac, spec.mac],
+            rx_frames: 0,
+            rx_bytes: 0,
+            mtu: spec.mtu,
+            mac: spec.mac,
+            up: true,
+            timer_at: None,
+            pfc_pause_sent: 0,
+            pfc_resume_sent: 0,
+            pfc_received: 0,
+            spec: spec.clone(),
+        }
+    }
+    fn counters(&self) -> PortCounters {
+        PortCounters {
+            tx_frames: self.tx_frames,
+            tx_bytes: self.tx_bytes,
+            rx_frames: self.rx_frames,
+            rx_bytes: self.rx_bytes,
+            pfc_pause_sent: self.pfc_pause_sent,
+            pfc_resume_sent: self.pfc_resume_sent,
+            pfc_received: self.pfc_received,
+        }
+    }
+    /// Takes over `old`'s counters (a restarted switch's port).
+    fn carry_counters(&mut self, old: &Port) {
+        self.tx_frames = old.tx_frames;
+        self.tx_bytes = old.tx_bytes;
+        self.rx_frames = old.rx_frames;
+        self.rx_bytes = old.rx_bytes;
+        self.pfc_pause_sent = old.pfc_pause_sent;
+        self.pfc_resume_sent = old.pfc_resume_sent;
+        self.pfc_received = old.pfc_received;
+    }
     /// When the port can start its next frame.
     fn ready_at(&self) -> Nanos {
         self.serializer.busy_until().max(self.next_start)
@@ -533,7 +595,7 @@ impl Switch {
             new.serializer = old.serializer;
             new.next_start = old.next_start;
             new.set_packet_slot(new.packet_slot_ns > 0, self.port_rates[i]);
-            new.counters = old.counters;
+            new.carry_counters(&old);
             new.up = old.up;
             fresh.port_up[i] = old.up;
             fresh.port_rates[i] = self.port_rates[i];
@@ -619,16 +681,7 @@ impl Switch {
             .ports
             .iter()
             .map(|p| {
-                let mut port = Port {
-                    spec: p.clone(),
-                    serializer: Serializer::new(p.rate),
-                    packet_slot_ns: 0,
-                    next_start: 0,
-                    up: true,
-                    timer_at: None,
-                    mac_control: VecDeque::new(),
-                    counters: PortCounters::default(),
-                };
+                let mut port = Port::new(p);
                 port.set_packet_slot(rated_in_packets, p.rate);
                 port
             })
@@ -770,7 +823,7 @@ impl Switch {
     }
     /// Counters of a port.
     pub fn port_counters(&self, port: PortId) -> PortCounters {
-        self.ports.get(port.index()).map(|p| p.counters).unwrap_or_default()
+        self.ports.get(port.index()).map(Port::counters).unwrap_or_default()
     }
     /// Counters of a queue.
     pub fn queue_stats(&self, port: PortId, queue: QueueId) -> QueueStats {
@@ -947,9 +1000,9 @@ impl Switch {
             return;
         };
         self.counters.rx_frames += 1;
-        p.counters.rx_frames += 1;
-        p.counters.rx_bytes += frame.len() as u64;
-        if frame.len() > p.spec.mtu as usize + ethernet::TAGGED_HEADER_LEN {
+        p.rx_frames += 1;
+        p.rx_bytes += frame.len() as u64;
+        if frame.len() > p.mtu as usize + ethernet::TAGGED_HEADER_LEN {
             self.counters.drop_oversize += 1;
             return;
         }
@@ -1059,7 +1112,7 @@ impl Switch {
         let for_switch = info.ip.is_some_and(|ip| ip.dst == self.address) && self.program.claim(info, true);
         if let (Some(ip), PacketSource::Port(p)) = (info.ip, source) {
             let dst_mac = ethernet::Frame::new_unchecked(&frame[..]).dst_addr();
-            if dst_mac != self.ports[p.index()].spec.mac {
+            if dst_mac != self.ports[p.index()].mac {
                 self.counters.drop_not_for_us += 1;
                 return None;
             }
@@ -1183,7 +1236,7 @@ impl Switch {
                 if a.info.ip.is_some() && matches!(source, PacketSource::Port(_)) && !a.for_switch {
                     ipv4::Packet::new_unchecked(&mut frame[a.info.l3_offset as usize..]).decrement_ttl();
                 }
-                Self::rewrite_l2(&self.ports[egress.index()].spec, &mut frame);
+                Self::rewrite_l2(&self.ports[egress.index()], &mut frame);
                 let tc = Self::traffic_class(a.info);
                 let queue = decision.queue.unwrap_or_else(|| self.default_queue(tc));
                 let arrival = a.in_port.filter(|p| p.index() < self.ports.len()).map(|port| Arrival { port, cos: self.ingress_cos(tc) });
@@ -1199,7 +1252,7 @@ impl Switch {
             match e.target {
                 EmitTarget::Port(p, q) if p.index() < self.ports.len() => {
                     let mut f = e.frame;
-                    Self::rewrite_l2(&self.ports[p.index()].spec, &mut f);
+                    Self::rewrite_l2(&self.ports[p.index()], &mut f);
                     self.enqueue(now, Admission::plain(p, q), f, out);
                 }
                 EmitTarget::Port(..) => self.counters.drop_program += 1,
@@ -1217,16 +1270,18 @@ impl Switch {
         let mut copy = BytesMut::from(&frame[..m.truncate.map_or(frame.len(), |t| (t as usize).min(frame.len()))]);
         let target = m.port.unwrap_or(self.cpu_port());
         if target.index() < self.ports.len() {
-            Self::rewrite_l2(&self.ports[target.index()].spec, &mut copy);
+            Self::rewrite_l2(&self.ports[target.index()], &mut copy);
         }
         self.counters.mirrored += 1;
         self.enqueue(now, Admission::plain(target, m.queue), copy, out);
     }
 
-    fn rewrite_l2(spec: &PortSpec, frame: &mut BytesMut) {
+    /// Addresses `frame` from `port` to its peer.
+    fn rewrite_l2(port: &Port, frame: &mut BytesMut) {
         if frame.len() >= ethernet::HEADER_LEN {
-            frame[0..6].copy_from_slice(&spec.peer_mac.0);
-            frame[6..12].copy_from_slice(&spec.mac.0);
+            let [peer, own] = port.rewrite;
+            frame[0..6].copy_from_slice(&peer.0);
+            frame[6..12].copy_from_slice(&own.0);
         }
     }
 
@@ -1342,20 +1397,20 @@ impl Switch {
         pfc::Repr::for_priority(class, if pause { quanta } else { 0 }).emit(&mut f[ethernet::HEADER_LEN..]);
         p.mac_control.push_back(f);
         if pause {
-            p.counters.pfc_pause_sent += 1;
+            p.pfc_pause_sent += 1;
             let hold = pfc::quanta_to_ns(quanta, p.serializer.rate());
             self.tm.pfc_pause_sent(port, class, now + hold);
             if self.tm.refreshes_pause() {
                 self.timers.push(Reverse((now + (hold / 2).max(1), Timer::PfcRefresh(port.0, class))));
             }
         } else {
-            p.counters.pfc_resume_sent += 1;
+            p.pfc_resume_sent += 1;
         }
         self.kick(now, port, out);
     }
 
     fn receive_pfc(&mut self, now: Nanos, port: PortId, r: pfc::Repr, out: &mut Vec<Transmit>) {
-        self.ports[port.index()].counters.pfc_received += 1;
+        self.ports[port.index()].pfc_received += 1;
         self.pfc_log.record(now, port, r.class_enable, &r.quanta);
         let rate = self.ports[port.index()].serializer.rate();
         for c in 0..8u8 {
@@ -1514,8 +1569,8 @@ impl Switch {
             p.next_start = now + p.packet_slot_ns;
         }
         let ready = p.ready_at();
-        p.counters.tx_frames += 1;
-        p.counters.tx_bytes += frame.len() as u64;
+        p.tx_frames += 1;
+        p.tx_bytes += frame.len() as u64;
         let more = !p.mac_control.is_empty() || self.tm.has_eligible(ready, port) || self.tm.pfc_wakeup(now, port).is_some();
         out.push(Transmit { port, frame, start: now, end });
         if more {
@@ -1573,12 +1628,7 @@ impl Switch {
         let port_stats: Vec<PortStats> = self
             .ports
             .iter()
-            .map(|p| PortStats {
-                rx_frames: p.counters.rx_frames,
-                rx_bytes: p.counters.rx_bytes,
-                tx_frames: p.counters.tx_frames,
-                tx_bytes: p.counters.tx_bytes,
-            })
+            .map(|p| PortStats { rx_frames: p.rx_frames, rx_bytes: p.rx_bytes, tx_frames: p.tx_frames, tx_bytes: p.tx_bytes })
             .collect();
         let mut cx = CpuCx {
             now,
@@ -1640,5 +1690,40 @@ fn mark_ce(frame: &mut BytesMut) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Port;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// The layout the hot path counts on: a departure touches the first
+    /// two lines of its port, an arrival the third.
+    #[test]
+    fn a_departure_touches_two_port_lines_an_arrival_one() {
+        assert_eq!(align_of::<Port>(), 64);
+        let line = |offset: usize, len: usize| {
+            let (first, last) = (offset / 64, (offset + len - 1) / 64);
+            assert_eq!(first, last, "a field at {offset} ({len} bytes) spans two lines");
+            first
+        };
+        let departure = [
+            line(offset_of!(Port, serializer), size_of::<crate::serializer::Serializer>()),
+            line(offset_of!(Port, next_start), 8),
+            line(offset_of!(Port, packet_slot_ns), 8),
+            line(offset_of!(Port, mac_control), 32),
+            line(offset_of!(Port, tx_frames), 8),
+            line(offset_of!(Port, tx_bytes), 8),
+            line(offset_of!(Port, rewrite), 12),
+        ];
+        assert_eq!(departure, [0, 0, 0, 1, 1, 1, 1]);
+        let arrival = [
+            line(offset_of!(Port, rx_frames), 8),
+            line(offset_of!(Port, rx_bytes), 8),
+            line(offset_of!(Port, mtu), 2),
+            line(offset_of!(Port, mac), 6),
+        ];
+        assert_eq!(arrival, [2; 4]);
     }
 }
