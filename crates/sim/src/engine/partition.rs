@@ -98,8 +98,14 @@ pub fn auto_threads(fabric: &FabricSpec, cores: usize) -> usize {
     with_hosts.len().min(cores).max(1)
 }
 
-/// Splits `fabric` into at most `threads` partitions (see the module doc).
+/// The most partitions a fabric is split into (a channel names the
+/// partition of its receiver in 16 bits).
+pub const MAX_PARTS: usize = 1 << 16;
+
+/// Splits `fabric` into at most `threads` partitions, and at most
+/// [`MAX_PARTS`] (see the module doc).
 pub fn partition(fabric: &FabricSpec, threads: usize) -> Partitioning {
+    let threads = threads.min(MAX_PARTS);
     let n = fabric.nodes.len();
     let one = Partitioning { part_of: vec![0; n], parts: 1, lookahead: Nanos::MAX };
     if threads <= 1 || n == 0 {
