@@ -1480,8 +1480,8 @@ fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machi
 /// The underlay's latency taken out of the cut links: the three machines'
 /// network made 300 us slower one way (each emu-node hands the link
 /// datagrams it receives over 300 us late: this kernel has no `netem`
-/// qdisc), links of 1 ms. Ping across machines keeps the configured RTT
-/// within 10 %; `weft status` shows each cut link's configured, underlay
+/// qdisc), links of 5 ms. Ping across machines keeps the configured RTT
+/// (never below it, the median within the emulation's 2 ms); `weft status` shows each cut link's configured, underlay
 /// and achieved delay; a configured delay below the underlay's (100 us) is
 /// warned about, with the delay the link really has.
 #[test]
@@ -1505,28 +1505,34 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/leaf-spine-2x4-rt.toml");
     let text = std::fs::read_to_string(shipped).expect("shipped topology");
     assert!(text.contains("delay = \"10us\""), "the shipped topology's link delay");
-    let topo = m.dir.join("leaf-spine-1ms.toml");
-    std::fs::write(&topo, text.replace("delay = \"10us\"", "delay = \"1ms\"")).unwrap();
+    // Links of 5 ms: 4.7 ms of slack over the 300 us underlay, more than
+    // the few ms a shared CI machine stalls its processes now and then
+    // (with 1 ms links, 700 us of slack, CI runs had 4 to 9 of 40 frames a
+    // link late in every round: stalls of the VM, not the holding).
+    let topo = m.dir.join("leaf-spine-5ms.toml");
+    std::fs::write(&topo, text.replace("delay = \"10us\"", "delay = \"5ms\"")).unwrap();
     let f = Fabric::up(topo.to_str().unwrap(), &["--machines", file.to_str().unwrap(), "--links", "udp"]);
     let t = emu_orchestrator::config::topology::Topology::load(topo.to_str().unwrap()).expect("topology");
     let link = &t.fabric.links[0];
-    assert_eq!(link.delay, 1_000_000);
+    assert_eq!(link.delay, 5_000_000);
     // h0 (leaf0) -> h8 (leaf1): 8 link crossings per round trip, 4 of them
     // over cut links.
     let expected = 8.0 * (link.delay + link.rate.serialization_ns(98)) as f64 / 1e6;
     // Rounds of 40 pings (`until_a_round_holds`), each judged by its RTTs
     // and by what it added to the cut links' counters. Frames are held
     // until due: never below the configured RTT in any round.
-    let counters = |st: &serde_json::Value| -> std::collections::BTreeMap<String, (u64, u64)> {
+    // (frames, late frames, their lateness in sum, ns) by link direction.
+    let counters = |st: &serde_json::Value| -> std::collections::BTreeMap<String, (u64, u64, u64)> {
         st["cut_links"]
             .as_array()
             .into_iter()
             .flatten()
             .map(|r| {
-                (
-                    format!("{} {}", r["link"].as_str().unwrap_or("?"), r["direction"].as_str().unwrap_or("?")),
-                    (r["frames"].as_u64().unwrap_or(0), r["late"].as_u64().unwrap_or(0)),
-                )
+                (format!("{} {}", r["link"].as_str().unwrap_or("?"), r["direction"].as_str().unwrap_or("?")), {
+                    let frames = r["frames"].as_u64().unwrap_or(0);
+                    let lateness = r["achieved_mean_ns"].as_u64().unwrap_or(0).saturating_sub(r["configured_ns"].as_u64().unwrap_or(0));
+                    (frames, r["late"].as_u64().unwrap_or(0), lateness * frames)
+                })
             })
             .collect()
     };
@@ -1535,7 +1541,7 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
         let rtts = ping_rtts(&f, "h0", "10.0.1.2", 40);
         let median = rtts[rtts.len() / 2];
         eprintln!(
-            "round {round}: ping h0 -> h8 over a 300 us underlay, 1 ms links: min {:.3} ms, median {median:.3} ms, configured {expected:.3} ms",
+            "round {round}: ping h0 -> h8 over a 300 us underlay, 5 ms links: min {:.3} ms, median {median:.3} ms, configured {expected:.3} ms",
             rtts[0]
         );
         assert!(rtts[0] >= expected, "never below the configured RTT: {rtts:?}");
@@ -1545,17 +1551,24 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
         // (link and direction, frames, late) of this round's crossings.
         let crossed: Vec<(String, u64, u64)> = now
             .iter()
-            .filter_map(|(k, &(frames, late))| {
-                let (f0, l0) = before.get(k).copied().unwrap_or((0, 0));
-                (frames > f0).then(|| (k.clone(), frames - f0, late.saturating_sub(l0)))
+            .filter_map(|(k, &(frames, late, lateness))| {
+                let (f0, l0, n0) = before.get(k).copied().unwrap_or((0, 0, 0));
+                let (late, lateness) = (late.saturating_sub(l0), lateness.saturating_sub(n0));
+                if frames > f0 && late > 0 {
+                    eprintln!("round {round}: {k}: {late} of {} frames late, by {} us on average", frames - f0, lateness / late / 1000);
+                }
+                (frames > f0).then(|| (k.clone(), frames - f0, late))
             })
             .collect();
         eprintln!("round {round}: frames and late frames of the crossed links {crossed:?}");
         before = now;
-        let held = median <= expected * 1.1 && crossed.iter().all(|&(_, frames, late)| late * 10 <= frames);
+        let held = median <= expected + RTT_CONSTANT_MS && crossed.iter().all(|&(_, frames, late)| late * 10 <= frames);
         ((st, median, crossed), held)
     });
-    assert!(median <= expected * 1.1, "median {median} ms not within 10 % of the configured RTT {expected} ms in 3 rounds");
+    assert!(
+        median <= expected + RTT_CONSTANT_MS,
+        "median {median} ms more than {RTT_CONSTANT_MS} ms above the configured RTT {expected} ms in 3 rounds"
+    );
     assert!(crossed.len() >= 4, "the ping crossed at least two cut links each way: {crossed:?}");
     // Held until due: on time but for the odd frame a loaded 2-core machine
     // hands over late (one of 40 in a CI run, by 2 ms).
@@ -1583,7 +1596,7 @@ fn cut_links_keep_their_configured_delay_over_a_slower_underlay_and_a_faster_con
         assert!(achieved >= link.delay, "never faster than the configured delay: {r}");
     }
     let text = f.ok(&["status"]);
-    assert!(text.contains("configured 1000.0us, underlay 3") && !text.contains("warning: link"), "{text}");
+    assert!(text.contains("configured 5000.0us, underlay 3") && !text.contains("warning: link"), "{text}");
     // A capture of a cut link: a pcap per end, the remote ones fetched.
     let r = crossed[0];
     let (link_name, direction) = (r["link"].as_str().unwrap_or(""), r["direction"].as_str().unwrap_or(""));
