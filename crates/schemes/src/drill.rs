@@ -63,6 +63,9 @@ impl Drill {
 }
 
 impl Program for Drill {
+    fn has_egress(&self) -> bool {
+        false
+    }
     /// The destination's leaf index (per-destination-ToR state).
     fn route_data(&self, route: &weft_tofino::l3::Route) -> Option<u32> {
         crate::leaf_of_route(route)

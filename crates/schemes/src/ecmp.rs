@@ -101,6 +101,9 @@ pub fn select_resilient(group: &[PortId], up: &[bool], h: u32) -> (Option<PortId
 }
 
 impl Program for Ecmp {
+    fn has_egress(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "ecmp"
     }

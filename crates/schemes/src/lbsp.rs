@@ -751,6 +751,9 @@ impl Lbsp {
 }
 
 impl Program for Lbsp {
+    fn has_egress(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "lbsp"
     }

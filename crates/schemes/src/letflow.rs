@@ -63,6 +63,9 @@ impl LetFlow {
 }
 
 impl Program for LetFlow {
+    fn has_egress(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "letflow"
     }

@@ -49,6 +49,9 @@ impl Rps {
 }
 
 impl Program for Rps {
+    fn has_egress(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "rps"
     }

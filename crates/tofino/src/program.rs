@@ -741,6 +741,13 @@ pub trait Program: Send {
     fn egress(&mut self, _cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {
         Ok(())
     }
+    /// Whether [`Program::egress`] does anything. A program that keeps the
+    /// default (empty) egress says `false`, and the switch then builds no
+    /// [`EgressCx`] for its packets (asked once, when the switch is built).
+    /// Default `true`: a program that forgets this only runs slower.
+    fn has_egress(&self) -> bool {
+        true
+    }
     /// The switch CPU's handler of punted packets.
     fn cpu_receive(&mut self, _cx: &mut CpuCx<'_>, _frame: &[u8]) {}
     /// The switch CPU learns that a front-panel port went up or down (the

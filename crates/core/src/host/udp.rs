@@ -140,6 +140,8 @@ pub struct UdpHost {
     waiting: BinaryHeap<Reverse<(Nanos, u32)>>,
     ready: VecDeque<u32>,
     paused_flows: [Vec<u32>; 8],
+    /// Bit `c` set: `paused_flows[c]` holds flows (most pumps find none).
+    paused_classes: u8,
     rx: FxHashMap<u32, FlowStats>,
     timer: Option<Nanos>,
 }
@@ -157,6 +159,7 @@ impl UdpHost {
             waiting: BinaryHeap::new(),
             ready: VecDeque::new(),
             paused_flows: Default::default(),
+            paused_classes: 0,
             rx: FxHashMap::default(),
             timer: None,
         })
@@ -288,10 +291,14 @@ impl UdpHost {
             self.waiting.pop();
             self.ready.push_back(i);
         }
-        for c in 0..8u8 {
-            if self.nic.paused_until(c) <= now && !self.paused_flows[c as usize].is_empty() {
+        let mut held = self.paused_classes;
+        while held != 0 {
+            let c = held.trailing_zeros() as u8;
+            held &= held - 1;
+            if self.nic.paused_until(c) <= now {
                 let v = std::mem::take(&mut self.paused_flows[c as usize]);
                 self.ready.extend(v);
+                self.paused_classes &= !(1 << c);
             }
         }
         if !self.nic.send_control(now, out) && !self.nic.is_busy(now) && !self.ready.is_empty() {
@@ -316,10 +323,10 @@ impl UdpHost {
         if let Some(&Reverse((t, _))) = self.waiting.peek() {
             consider(t.max(self.nic.busy_until()));
         }
-        for c in 0..8u8 {
-            if !self.paused_flows[c as usize].is_empty() {
-                consider(self.nic.paused_until(c));
-            }
+        let mut held = self.paused_classes;
+        while held != 0 {
+            consider(self.nic.paused_until(held.trailing_zeros() as u8));
+            held &= held - 1;
         }
         self.timer = next;
     }
@@ -333,6 +340,7 @@ impl UdpHost {
             let class = (st.flow.dscp >> 3) & 7;
             if self.nic.paused_until(class) > now {
                 self.paused_flows[class as usize].push(i);
+                self.paused_classes |= 1 << class;
                 continue;
             }
             if st.next_send > now {

@@ -489,6 +489,9 @@ pub struct Switch {
     port_rates: Vec<BitRate>,
     tm: TrafficManager,
     program: Box<dyn Program>,
+    /// The program's [`Program::has_egress`]: without it, a departing
+    /// packet goes to the wire with no egress pass built.
+    program_egress: bool,
     regs: RegisterFile,
     tables: TableFile,
     address: Ipv4Address,
@@ -710,6 +713,7 @@ impl Switch {
             port_rates: node.ports.iter().map(|p| p.rate).collect(),
             ports,
             tm,
+            program_egress: program.has_egress(),
             program,
             regs,
             tables,
@@ -1496,6 +1500,33 @@ impl Switch {
     /// one is freed with it.
     fn depart(&mut self, now: Nanos, port: PortId, d: &mut Dequeued, out: &mut Vec<Transmit>) -> bool {
         self.pass_serial += 1;
+        let emit = if self.program_egress {
+            match self.egress(now, port, d, out) {
+                Some(emit) => emit,
+                None => return false,
+            }
+        } else {
+            Vec::new()
+        };
+        if d.mark_ce && mark_ce(&mut d.pkt.frame) {
+            self.counters.ecn_marks += 1;
+            self.tm.count_mark(port, d.queue);
+        }
+        let in_port = d.pkt.ingress_port;
+        self.transmit(now, port, std::mem::take(&mut d.pkt.frame), out);
+        // Frames egress made leave after this packet (the port is busy now,
+        // so one emitted to this port queues behind it).
+        if !emit.is_empty() {
+            self.emit_frames(now, emit, in_port, out);
+        }
+        true
+    }
+
+    /// The program's egress pass on a departing packet (this pass's
+    /// `pass_serial` already counted): the frames it emitted, to leave
+    /// after the packet, or `None` when the packet ends here (dropped or
+    /// consumed, counted, its emitted frames sent; or a program error).
+    fn egress(&mut self, now: Nanos, port: PortId, d: &mut Dequeued, out: &mut Vec<Transmit>) -> Option<Vec<EmittedFrame>> {
         let port_rate = self.ports[port.index()].serializer.rate();
         let mut cx = EgressCx {
             now,
@@ -1534,7 +1565,7 @@ impl Switch {
         }
         if let Err(e) = r {
             self.program_error(e);
-            return false;
+            return None;
         }
         if let Some(m) = mirror {
             self.mirror(now, &d.pkt.frame, m, out);
@@ -1546,20 +1577,9 @@ impl Switch {
                 self.counters.consumed_by_program += 1;
             }
             self.emit_frames(now, emit, d.pkt.ingress_port, out);
-            return false;
+            return None;
         }
-        if d.mark_ce && mark_ce(&mut d.pkt.frame) {
-            self.counters.ecn_marks += 1;
-            self.tm.count_mark(port, d.queue);
-        }
-        let in_port = d.pkt.ingress_port;
-        self.transmit(now, port, std::mem::take(&mut d.pkt.frame), out);
-        // Frames egress made leave after this packet (the port is busy now,
-        // so one emitted to this port queues behind it).
-        if !emit.is_empty() {
-            self.emit_frames(now, emit, in_port, out);
-        }
-        true
+        Some(emit)
     }
 
     fn transmit(&mut self, now: Nanos, port: PortId, frame: BytesMut, out: &mut Vec<Transmit>) {

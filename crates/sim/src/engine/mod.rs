@@ -298,6 +298,12 @@ impl Part {
     }
 
     fn flush(&mut self, l: &Layout, node: NodeId) {
+        // Many inputs send nothing (a frame queued behind a busy port, a
+        // host's delivery): no drain of an empty output.
+        if self.out.is_empty() {
+            self.rearm(l, node);
+            return;
+        }
         // The output is drained in place (the fields borrowed apart), not
         // taken out of `self` and put back.
         let Part { out, channels, links, totals, heads, queue, outbox, index, now, .. } = self;
