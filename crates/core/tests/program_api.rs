@@ -284,6 +284,49 @@ fn egress_sees_the_ingress_port_bridged_metadata_and_the_frame_and_may_emit() {
     );
 }
 
+/// A program that says it has no egress (`Program::has_egress`) gets no
+/// egress pass: the same program's dropping egress runs only when it says
+/// it has one.
+struct DropsAtEgress {
+    egress: bool,
+    log: Log,
+}
+
+impl Program for DropsAtEgress {
+    fn name(&self) -> &'static str {
+        "drops-at-egress"
+    }
+    fn declare(&mut self, _d: &mut Declarations) {}
+    fn ingress(&mut self, cx: &mut IngressCx<'_>) -> Result<(), ProgramError> {
+        cx.forward(cx.group[0]);
+        Ok(())
+    }
+    fn egress(&mut self, cx: &mut EgressCx<'_>) -> Result<(), ProgramError> {
+        log(&self.log, "egress".into());
+        cx.drop = true;
+        Ok(())
+    }
+    fn has_egress(&self) -> bool {
+        self.egress
+    }
+}
+
+#[test]
+fn a_program_without_egress_gets_no_egress_pass() {
+    let f = leaf_pair(1, 2, BitRate::gbps(100));
+    for egress in [true, false] {
+        let l = Log::default();
+        let mut s = switch(&f, DropsAtEgress { egress, log: l.clone() });
+        let mut out: Vec<Transmit> = Vec::new();
+        for sport in [11, 12] {
+            s.handle_frame(100, PortId(0), weft_testkit::udp(Entering::port(&f, 0, 0, H0, FAR), sport, 7, 1000), &mut out);
+        }
+        drain(&mut s, 10_000, &mut out);
+        let (passes, sent, dropped) = (events(&l).len(), out.len(), s.counters().drop_program);
+        assert_eq!((passes, sent, dropped), if egress { (2, 0, 2) } else { (0, 2, 0) }, "has_egress {egress}");
+    }
+}
+
 /// (e) Route data the program defines: here the prefix length and the
 /// group size, computed once per route at load.
 struct RouteTags {
