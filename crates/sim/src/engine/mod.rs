@@ -1,10 +1,9 @@
 //! The virtual-time driver: all nodes of a fabric in one process, on one or
 //! several threads.
 //!
-//! Events are ordered by `(time, what, generation)`: *what* is a fixed
-//! number per event source (a link event of the schedule, a link
-//! direction, a node's timer) and the generation tells a node's successive
-//! timers apart, so the order of events never depends on when they were
+//! Events are ordered by `(time, what)`: *what* is a fixed number per
+//! event source (a link event of the schedule, a link direction, a node's
+//! timer), so the order of events never depends on when they were
 //! scheduled, only on the fabric. That is what lets a fabric run on several
 //! threads with the results of one ([`partition`]). The engine never
 //! schedules in the past. A frame a node transmits with its last bit at
@@ -13,13 +12,14 @@
 //! order and share one delay), so only each channel's head frame sits in
 //! the event queue: the queue stays as small as the number of links, not of
 //! frames in flight. Each node has at most one live timer event, armed from
-//! its `poll_timeout()` after every input and cancelled lazily (an event
-//! whose generation is not the node's armed one is skipped). Link events of
+//! its `poll_timeout()` after every input and cancelled lazily (a timer
+//! event whose time is not the node's armed one is skipped; two of the
+//! armed time are one event to the order, and the first fires it). Link events of
 //! the topology schedule take links down, up, or change their rate or loss
 //! at the given times; its node events restart switches
 //! ([`weft_core::switch::Switch::restart`]: the switch's links go down and
 //! it loses its state), before the link events of the same instant (their
-//! tags come first), so that a restart whose links come up at the same
+//! numbers come first), so that a restart whose links come up at the same
 //! instant reboots in no time.
 //!
 //! Parallel runs (conservative synchronisation in windows, as in YAWNS /
@@ -42,13 +42,13 @@
 //!
 //! Determinism: no wall clock and no global RNG are read; node RNGs are
 //! seeded from the run seed and node id. Each node sees its events in
-//! `(time, what, generation)` order whatever the partitions are (an event
+//! `(time, what)` order whatever the partitions are (an event
 //! from another partition is due at least `L` after the event that made
 //! it, so it is known before the round it falls in), hence a seed gives
 //! byte-identical results for every thread count.
 
 use bytes::BytesMut;
-use event_queue::{Event, EventQueue, GEN_BITS};
+use event_queue::{Event, EventQueue, WHAT_LIMIT};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,14 +65,14 @@ pub mod event_queue;
 pub mod partition;
 mod workers;
 
-/// An [`Event`]'s `tag` packs what happens (high 24 bits: `link event`,
-/// `channel_base + channel`, or `timer_base + node`) and a generation (low
-/// 40 bits: a node's timer count, 0 otherwise). The queue orders by
-/// `(at, what)`; a timer event is live only if its tag is the one its node
+/// What an [`Event`] is: a node event of the schedule (below `link_base`),
+/// a link event (`link_base + k`), a channel's delivery
+/// (`channel_base + channel`) or a node's timer (`timer_base + node`), all
+/// below this. A timer event is live only if its time is the one its node
 /// armed (lazy cancellation).
-const ID_LIMIT: u64 = 1 << (64 - GEN_BITS);
+const ID_LIMIT: u64 = WHAT_LIMIT;
 
-/// A frame on a channel and when it arrives (the delivery event's tag is
+/// A frame on a channel and when it arrives (the delivery event's what is
 /// the channel's own, so it is not kept).
 ///
 /// `repr(C)` with the frame first: the compiler builds an element on the
@@ -197,7 +197,7 @@ struct Layout {
     /// The two ends of each link.
     ends: Vec<[(NodeId, PortId); 2]>,
     schedule: Vec<LinkEvent>,
-    /// Node events, each with the links of its node; their tags come
+    /// Node events, each with the links of its node; their numbers come
     /// before the link events' (`link_base`).
     node_schedule: Vec<(NodeEvent, Vec<LinkId>)>,
     /// The routing tables of [`NodeAction::Routes`] events.
@@ -227,10 +227,9 @@ struct Part {
     /// address only: never dereferenced.
     heads: Vec<usize>,
     links: Vec<LinkState>,
-    /// Tag of each local node's live timer event, and its time.
-    armed: Vec<Option<(Nanos, u64)>>,
-    /// Timers armed so far, per local node (the generation).
-    timers: Vec<u64>,
+    /// Each local node's armed timer: the time it asked for and its
+    /// event's (the later of that and the time it was armed).
+    armed: Vec<Option<(Nanos, Nanos)>>,
     out: Vec<Transmit>,
     /// The frame buffers its hosts have finished with, lent to each host
     /// for the length of each call ([`FramePool::shared`]: a receiver's
@@ -278,10 +277,8 @@ impl Part {
             }
         }
         let at = t.max(self.now);
-        self.timers[i] += 1;
-        let tag = ((l.timer_base + node.0 as u64) << GEN_BITS) | self.timers[i];
-        self.armed[i] = Some((t, tag));
-        self.queue.push(Event { at, tag });
+        self.armed[i] = Some((t, at));
+        self.queue.push(Event { at, what: (l.timer_base + node.0 as u64) as u32 });
     }
 
     /// Queues a frame on its (local) channel.
@@ -322,7 +319,7 @@ impl Part {
                 totals.link_loss_drops += 1;
                 continue;
             }
-            let ev = Event { at: end + ch.delay, tag: (l.channel_base + c as u64) << GEN_BITS };
+            let ev = Event { at: end + ch.delay, what: (l.channel_base + c as u64) as u32 };
             if u32::from(ch.to_part) == *index {
                 // As `enqueue`, written out: the frame goes from the drained
                 // transmit into the ring without a detour through the stack
@@ -365,7 +362,7 @@ impl Part {
             // switch reads span two cache lines unless the buffer starts on
             // a line: load both.
             if let Some(next) = self.queue.peek() {
-                let c = (next.tag >> GEN_BITS).wrapping_sub(l.channel_base) as usize;
+                let c = u64::from(next.what).wrapping_sub(l.channel_base) as usize;
                 if let Some(&f) = self.heads.get(c).filter(|&&f| f != 0) {
                     prefetch(f as *const u8);
                     prefetch((f + HEADER_END - 1) as *const u8);
@@ -375,11 +372,11 @@ impl Part {
                     }
                 }
             }
-            let id = ev.tag >> GEN_BITS;
+            let id = u64::from(ev.what);
             if id >= l.timer_base {
                 let node = NodeId((id - l.timer_base) as u32);
                 let i = self.local(l, node);
-                if self.armed[i].map(|(_, tag)| tag) != Some(ev.tag) {
+                if self.armed[i].map(|(_, at)| at) != Some(ev.at) {
                     continue; // stale timer: does not advance time
                 }
                 self.now = ev.at;
@@ -398,7 +395,7 @@ impl Part {
                 let (node, port) = ch.to;
                 if let Some(next) = ch.in_flight.front() {
                     self.heads[c] = next.frame.as_ptr() as usize;
-                    self.queue.push(Event { at: next.at, tag: ev.tag });
+                    self.queue.push(Event { at: next.at, what: ev.what });
                 } else {
                     self.heads[c] = 0;
                 }
@@ -698,7 +695,6 @@ impl Engine {
                 channels: channels.clone(),
                 links: links.clone(),
                 armed: vec![None; members.len()],
-                timers: vec![0; members.len()],
                 members,
                 out: Vec::new(),
                 pool: FramePool::shared(pool_policy),
@@ -708,7 +704,7 @@ impl Engine {
             .collect();
         let mut e = Engine { nodes, parts, layout: Arc::new(layout), lookahead: plan.lookahead, workers: None };
         for (i, ev) in fabric.schedule.iter().enumerate() {
-            let ev = Event { at: ev.at, tag: (link_base + i as u64) << GEN_BITS };
+            let ev = Event { at: ev.at, what: (link_base + i as u64) as u32 };
             let mut parts_of_ends: Vec<u32> = e.layout.ends[fabric.schedule[i].link.index()]
                 .iter()
                 .filter_map(|(node, _)| e.layout.place.get(node.index()).map(|p| p.0))
@@ -719,7 +715,7 @@ impl Engine {
             }
         }
         for (i, (ne, links)) in e.layout.node_schedule.iter().enumerate() {
-            let ev = Event { at: ne.at, tag: (i as u64) << GEN_BITS };
+            let ev = Event { at: ne.at, what: i as u32 };
             let mut parts: Vec<u32> = std::iter::once(ne.node)
                 .chain(links.iter().flat_map(|l| e.layout.ends[l.index()].map(|(n, _)| n)))
                 .filter_map(|n| e.layout.place.get(n.index()).map(|p| p.0))
