@@ -84,7 +84,7 @@ impl EventQueue {
         }
     }
     /// Adds an event.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, e: Event) {
         if e.at >= KEY_TIME_LIMIT {
             self.late.insert((e.at, e.what));
