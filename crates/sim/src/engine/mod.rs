@@ -251,6 +251,23 @@ fn lend_pool(node: &mut Node, pool: &mut FramePool) {
     }
 }
 
+/// Puts a frame on its channel's ring, its delivery `ev`; an empty
+/// channel's delivery event goes into the queue and its frame's address
+/// into `head`. Inlined, so that the frame goes from the caller's transmit
+/// into the ring without a detour through the stack (a call, even an
+/// inlined one of a method on the whole partition, measured 1.3 % slower
+/// on the light UDP permutation, 6 of 6 pairs).
+#[inline(always)]
+fn push_in_flight(ch: &mut Channel, head: &mut usize, queue: &mut EventQueue, ev: Event, frame: BytesMut) {
+    debug_assert!(ch.in_flight.back().is_none_or(|b| b.at <= ev.at), "a channel delivers in order");
+    let addr = frame.as_ptr() as usize;
+    ch.in_flight.push_back(InFlight { frame, at: ev.at });
+    if ch.in_flight.len() == 1 {
+        *head = addr;
+        queue.push(ev);
+    }
+}
+
 /// What a node's output goes to: its channels, borrowed apart from the
 /// rest of its partition for the length of one [`Part::flush`].
 struct Wire<'a> {
@@ -289,17 +306,7 @@ impl Wire<'_> {
         }
         let ev = Event { at: end + ch.delay, what: (self.channel_base + u64::from(c)) as u32 };
         if u32::from(ch.to_part) == self.index {
-            // As `Part::enqueue`, written out: the frame goes from the
-            // transmit into the ring without a detour through the stack (a
-            // call of `enqueue`, even inlined, measured 1.3 % slower on the
-            // light UDP permutation, 6 of 6 pairs).
-            debug_assert!(ch.in_flight.back().is_none_or(|b| b.at <= ev.at), "a channel delivers in order");
-            let addr = frame.as_ptr() as usize;
-            ch.in_flight.push_back(InFlight { frame, at: ev.at });
-            if ch.in_flight.len() == 1 {
-                self.heads[c as usize] = addr;
-                self.queue.push(ev);
-            }
+            push_in_flight(ch, &mut self.heads[c as usize], self.queue, ev, frame);
         } else {
             self.outbox[ch.to_part as usize].push((c, ev, frame));
         }
@@ -339,14 +346,7 @@ impl Part {
     /// Queues a frame on its (local) channel.
     #[inline]
     fn enqueue(&mut self, c: u32, ev: Event, frame: BytesMut) {
-        let ch = &mut self.channels[c as usize];
-        debug_assert!(ch.in_flight.back().is_none_or(|b| b.at <= ev.at), "a channel delivers in order");
-        let addr = frame.as_ptr() as usize;
-        ch.in_flight.push_back(InFlight { frame, at: ev.at });
-        if ch.in_flight.len() == 1 {
-            self.heads[c as usize] = addr;
-            self.queue.push(ev);
-        }
+        push_in_flight(&mut self.channels[c as usize], &mut self.heads[c as usize], &mut self.queue, ev, frame);
     }
 
     /// Sends what the node's last input output and re-arms its timer.
