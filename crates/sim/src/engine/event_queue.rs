@@ -10,15 +10,17 @@
 //! order (a timer re-armed for the time it had leaves two, and either may
 //! serve), so the order is total and does not depend on the order of
 //! insertion. Events due from `KEY_TIME_LIMIT` on wait in an ordered set
-//! behind the heap: every event in the heap is earlier than any of them.
+//! behind the heap (which keeps one entry of a key, all the engine needs):
+//! every event in the heap is earlier than any of them.
 //!
 //! A sift-down is a chain of dependent loads (each level's children are
 //! found from the last level's winner), so its cost is the depth and the
 //! lines each level reads: eight children per node make the tree a third
 //! shallower than a 4-ary one's, and their smallest is found in a
-//! branch-free tournament of seven comparisons. (Entries of 16 bytes, the
-//! key and a tag that carried a timer generation, read two or three lines
-//! a level; entries kept in 64-byte-aligned lines so that a level reads
+//! branch-free tournament of seven comparisons, one or two cache lines.
+//! (Entries of 16 bytes, the key and a tag that carried a timer
+//! generation, read two or three lines a level; entries kept in
+//! 64-byte-aligned lines so that a level reads
 //! exactly one saved as many cache misses as plain eight-byte entries and
 //! cost 2 % more instructions in its index arithmetic. A calendar of 16 ns
 //! buckets in front of the heap ran fewer instructions and more slowly:
@@ -209,8 +211,8 @@ mod tests {
                 // A few events of one what (a timer's), most of their own.
                 let what = if (x >> 50).is_multiple_of(8) { (x >> 53) as u32 % 4 } else { n + 4 };
                 let e = Event { at, what };
-                // The late set holds one of each: the engine's late events
-                // are the schedule's, each of its own what.
+                // The late set keeps one entry of a key (entries of one
+                // key are one event to the engine).
                 if at < KEY_TIME_LIMIT || !all.contains_key(&key(&e)) {
                     q.push(e);
                     *all.entry(key(&e)).or_default() += 1;
