@@ -14,9 +14,9 @@
 //! frames in flight. Each node has at most one live timer event, armed from
 //! its `poll_timeout()` after every input and cancelled lazily (a timer
 //! event whose time is not the node's armed one is skipped; two of the
-//! armed time are one event to the order, and the first fires it). Link events of
-//! the topology schedule take links down, up, or change their rate or loss
-//! at the given times; its node events restart switches
+//! armed time are one event to the order, and the first fires it). Link
+//! events of the topology schedule take links down, up, or change their
+//! rate or loss at the given times; its node events restart switches
 //! ([`weft_core::switch::Switch::restart`]: the switch's links go down and
 //! it loses its state), before the link events of the same instant (their
 //! numbers come first), so that a restart whose links come up at the same
