@@ -45,6 +45,7 @@ pub mod p4te;
 pub mod pfc;
 pub mod roce;
 pub mod tcp;
+pub mod template;
 pub mod udp;
 pub mod vxlan;
 

@@ -93,14 +93,17 @@ use std::collections::BinaryHeap;
 use weft_wire::frame::FrameInfo;
 use weft_wire::ids::{NodeId, PortId};
 use weft_wire::roce::{self, Aeth, AethKind, BthPacket, BthRepr, Opcode, Reth};
+use weft_wire::template::{UdpFields, UdpHeaders};
 use weft_wire::time::{BitRate, Nanos, MICROS};
-use weft_wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
+use weft_wire::{ethernet, ipv4, udp, EthernetAddress, Ipv4Address};
 
 /// Bytes of headers on every data packet: Ethernet 14, IPv4 20, UDP 8,
 /// BTH 12, ICRC 4 (the first packet adds a 16-byte RETH).
 pub const DATA_OVERHEAD: usize = 14 + 20 + 8 + roce::BTH_LEN + roce::ICRC_LEN;
 /// DSCP of ACK/NAK/CNP (CS6: the switches' control queue).
 pub const CONTROL_DSCP: u8 = 48;
+/// TTL of every frame a RoCE host sends.
+const TTL: u8 = 64;
 
 /// Loss recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -485,6 +488,9 @@ pub struct RoceHost {
     /// Round robin: the position in `unfinished` a send looks at first.
     rr: usize,
     recv: FxHashMap<u32, RecvQp>,
+    /// Its frames' Ethernet, IPv4 and UDP headers, the host's own fields
+    /// in place.
+    headers: UdpHeaders,
     timer: Option<Nanos>,
     /// No started QP with packets in flight times out before this: at most
     /// the smallest `last_progress + RTO` among them (the lower of IRN's
@@ -561,17 +567,16 @@ impl SendQp {
 impl RoceHost {
     /// The host of fabric node `node`.
     pub fn from_spec(id: NodeId, node: &NodeSpec, cfg: RoceConfig) -> Result<Self, HostError> {
+        let mut nic = Nic::from_spec(node)?;
+        nic.control_frame_bytes = cfg.control_frame_bytes;
+        if cfg.static_arp {
+            nic.resolve_gateway_statically(node);
+        }
         Ok(RoceHost {
             id,
             name: node.name.clone(),
-            nic: {
-                let mut nic = Nic::from_spec(node)?;
-                nic.control_frame_bytes = cfg.control_frame_bytes;
-                if cfg.static_arp {
-                    nic.resolve_gateway_statically(node);
-                }
-                nic
-            },
+            headers: UdpHeaders::new(nic.mac, nic.ip, TTL),
+            nic,
             cfg,
             send: Vec::new(),
             send_qpns: Vec::new(),
@@ -880,22 +885,21 @@ impl RoceHost {
         b
     }
 
+    /// Writes the Ethernet, IPv4 and UDP headers of a frame to `dst` (UDP
+    /// length `l4`) from the host's template.
     #[allow(clippy::too_many_arguments)]
     fn headers(&self, b: &mut [u8], gw: EthernetAddress, dst: Ipv4Address, dscp: u8, ect: bool, sport: u16, l4: usize) {
-        ethernet::Repr { dst: gw, src: self.nic.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(b);
-        ipv4::Repr {
-            src: self.nic.ip,
+        let fields = UdpFields {
+            dst_mac: gw,
             dst,
-            protocol: ipv4::Protocol::Udp,
             dscp,
             ecn: if ect { ipv4::Ecn::Ect0 } else { ipv4::Ecn::NotEct },
             ident: 0,
-            ttl: 64,
-            payload_len: l4,
-        }
-        .emit(&mut b[ethernet::HEADER_LEN..]);
-        udp::Repr { src_port: sport, dst_port: udp::ROCEV2_PORT, payload_len: l4 - udp::HEADER_LEN }
-            .emit(&mut b[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
+            src_port: sport,
+            dst_port: udp::ROCEV2_PORT,
+            payload_len: l4 - udp::HEADER_LEN,
+        };
+        self.headers.write(b, &fields);
     }
 
     fn data_frame(&mut self, gw: EthernetAddress, i: usize, psn: u32) -> BytesMut {

@@ -29,11 +29,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use weft_wire::frame::FrameInfo;
 use weft_wire::ids::{FlowId, NodeId, PortId};
+use weft_wire::template::{UdpFields, UdpHeaders};
 use weft_wire::time::{BitRate, Nanos};
-use weft_wire::{ethernet, ipv4, udp, EtherType, EthernetAddress, Ipv4Address};
+use weft_wire::{ethernet, ipv4, udp, EthernetAddress, Ipv4Address};
 
 /// Length of the probe header at the start of every UDP payload.
 pub const PROBE_LEN: usize = 16;
+/// TTL of every frame a UDP host sends.
+const TTL: u8 = 64;
 
 /// How much a flow sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +146,9 @@ pub struct UdpHost {
     /// Bit `c` set: `paused_flows[c]` holds flows (most pumps find none).
     paused_classes: u8,
     rx: FxHashMap<u32, FlowStats>,
+    /// Its frames' Ethernet, IPv4 and UDP headers, the host's own fields
+    /// in place.
+    headers: UdpHeaders,
     timer: Option<Nanos>,
 }
 
@@ -151,10 +157,12 @@ super::host_common!(UdpHost);
 impl UdpHost {
     /// The host of fabric node `node`.
     pub fn from_spec(id: NodeId, node: &NodeSpec) -> Result<Self, HostError> {
+        let nic = Nic::from_spec(node)?;
         Ok(UdpHost {
             id,
             name: node.name.clone(),
-            nic: Nic::from_spec(node)?,
+            headers: UdpHeaders::new(nic.mac, nic.ip, TTL),
+            nic,
             flows: Vec::new(),
             waiting: BinaryHeap::new(),
             ready: VecDeque::new(),
@@ -241,20 +249,18 @@ impl UdpHost {
         };
         let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload;
         let mut b = self.nic.frames.zeroed(ethernet::HEADER_LEN + ip_len);
-        ethernet::Repr { dst: gw, src: self.nic.mac, vlan_tci: None, ethertype: EtherType::Ipv4 }.emit(&mut b);
-        ipv4::Repr {
-            src: self.nic.ip,
+        let fields = UdpFields {
+            dst_mac: gw,
             dst: f.dst,
-            protocol: ipv4::Protocol::Udp,
             dscp: f.dscp,
             ecn: if f.ecn_capable { ipv4::Ecn::Ect0 } else { ipv4::Ecn::NotEct },
             ident: st.seq as u16,
-            ttl: 64,
-            payload_len: udp::HEADER_LEN + payload,
-        }
-        .emit(&mut b[ethernet::HEADER_LEN..]);
+            src_port: f.src_port,
+            dst_port: f.dst_port,
+            payload_len: payload,
+        };
+        self.headers.write(&mut b, &fields);
         let l4 = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
-        udp::Repr { src_port: f.src_port, dst_port: f.dst_port, payload_len: payload }.emit(&mut b[l4..]);
         let p = l4 + udp::HEADER_LEN;
         b[p..p + 4].copy_from_slice(&f.id.0.to_be_bytes());
         b[p + 4..p + 8].copy_from_slice(&st.seq.to_be_bytes());
