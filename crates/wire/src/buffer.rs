@@ -178,6 +178,19 @@ impl FramePool {
         b
     }
 
+    /// Swaps the kept buffers (and the bound on them) of two pools of the
+    /// same policy: a driver lends its [`FramePool::shared`] pool's buffers
+    /// to a host for one call and takes them back after it with a second
+    /// swap. Cheaper than swapping the pools whole, which a driver does
+    /// around every call of every host; the tail-check counters stay where
+    /// they are (their sum over the pools is what they count).
+    #[inline]
+    pub fn swap_buffers(&mut self, other: &mut FramePool) {
+        debug_assert_eq!(self.policy, other.policy, "pools lend buffers only under one policy");
+        std::mem::swap(&mut self.free, &mut other.free);
+        std::mem::swap(&mut self.kept, &mut other.kept);
+    }
+
     /// Keeps `frame`'s buffer for a later frame (or drops it: pool full,
     /// capacity out of range).
     pub fn give(&mut self, frame: BytesMut) {
@@ -333,6 +346,32 @@ mod tests {
         }
         let a = pool2.zeroed(58);
         assert_eq!((a.as_ptr(), &a[..]), (ack_ptr, &[0u8; 58][..]));
+    }
+
+    #[test]
+    fn swapped_buffers_serve_the_borrower_and_come_back_with_what_it_gave() {
+        let mut shared = FramePool::shared(TailPolicy::Trust);
+        let mut own = FramePool::default();
+        own.set_policy(TailPolicy::Trust);
+        let kept = zeroed(1058);
+        let kept_ptr = kept.as_ptr();
+        shared.give(kept);
+        own.swap_buffers(&mut shared);
+        // The host builds in the shared buffer, and keeps as many as the
+        // shared pool would.
+        let f = own.zeroed(1000);
+        assert_eq!((f.as_ptr(), &f[..]), (kept_ptr, &[0u8; 1000][..]));
+        for _ in 0..FramePool::KEPT + 1 {
+            own.give(zeroed(1058));
+        }
+        assert_eq!((own.len(), shared.len()), (FramePool::KEPT + 1, 0));
+        own.swap_buffers(&mut shared);
+        assert_eq!((own.len(), shared.len()), (0, FramePool::KEPT + 1));
+        // The bounds went back with the buffers.
+        for _ in 0..FramePool::KEPT + 1 {
+            own.give(zeroed(1058));
+        }
+        assert_eq!(own.len(), FramePool::KEPT);
     }
 
     #[test]

@@ -241,13 +241,14 @@ struct Part {
     totals: EngineTotals,
 }
 
-/// Swaps a host's own frame pool with the partition's shared one (so a
-/// call between two swaps builds its frames in the shared pool's buffers
-/// and gives its finished ones to it); nothing for a switch.
+/// Swaps the buffers of a host's own frame pool with the partition's
+/// shared one's ([`FramePool::swap_buffers`]: a call between two swaps
+/// builds its frames in the shared pool's buffers and gives its finished
+/// ones to them); nothing for a switch.
 #[inline]
 fn lend_pool(node: &mut Node, pool: &mut FramePool) {
     if let Some(own) = node.frame_pool_mut() {
-        std::mem::swap(own, pool);
+        own.swap_buffers(pool);
     }
 }
 
