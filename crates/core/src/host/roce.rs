@@ -485,6 +485,10 @@ pub struct RoceHost {
     started: Vec<usize>,
     /// QPs not started yet, per priority class, by (start time, index).
     pending: [BinaryHeap<Reverse<(Nanos, usize)>>; 8],
+    /// Bit `c` set: `pending[c]` holds QPs (a run's flows are mostly of
+    /// one class, and all have started after its last start time, so a
+    /// wake-up looks at none or one of the eight).
+    pending_classes: u8,
     /// Round robin: the position in `unfinished` a send looks at first.
     rr: usize,
     recv: FxHashMap<u32, RecvQp>,
@@ -583,6 +587,7 @@ impl RoceHost {
             unfinished: RankSet::default(),
             started: Vec::new(),
             pending: Default::default(),
+            pending_classes: 0,
             rr: 0,
             recv: FxHashMap::default(),
             timer: None,
@@ -639,7 +644,9 @@ impl RoceHost {
         let i = self.send.len() - 1;
         debug_assert_eq!(self.unfinished.capacity(), i, "QPs are added in index order");
         self.unfinished.push();
-        self.pending[(flow.dscp >> 3) as usize % 8].push(Reverse((flow.start, i)));
+        let class = (flow.dscp >> 3) as usize % 8;
+        self.pending[class].push(Reverse((flow.start, i)));
+        self.pending_classes |= 1 << class;
         self.timer = Some(self.timer.map_or(flow.start, |t| t.min(flow.start)));
     }
 
@@ -956,7 +963,11 @@ impl RoceHost {
     /// walks QPs that cannot send. Keeps every QP's position in
     /// `unfinished` exactly as one list of all unfinished QPs would.
     fn update_started(&mut self, now: Nanos) {
-        for heap in &mut self.pending {
+        let mut classes = self.pending_classes;
+        while classes != 0 {
+            let class = classes.trailing_zeros() as usize;
+            classes &= classes - 1;
+            let heap = &mut self.pending[class];
             while let Some(&Reverse((start, i))) = heap.peek() {
                 if start > now {
                     break;
@@ -966,6 +977,9 @@ impl RoceHost {
                 self.started.insert(at, i);
                 // (A flow with no packets is done from its start.)
                 self.maybe_done = true;
+            }
+            if heap.is_empty() {
+                self.pending_classes &= !(1 << class);
             }
         }
         if !std::mem::take(&mut self.maybe_done) {
@@ -1123,9 +1137,12 @@ impl RoceHost {
         };
         // QPs not started: the earliest start per class, or the class's
         // pause end if later.
-        for (class, heap) in self.pending.iter().enumerate() {
-            if let Some(&Reverse((start, _))) = heap.peek() {
-                consider(start.max(self.nic.paused_until(class as u8)).max(free_at));
+        let mut classes = self.pending_classes;
+        while classes != 0 {
+            let class = classes.trailing_zeros() as u8;
+            classes &= classes - 1;
+            if let Some(&Reverse((start, _))) = self.pending[class as usize].peek() {
+                consider(start.max(self.nic.paused_until(class)).max(free_at));
             }
         }
         for &i in &self.started {

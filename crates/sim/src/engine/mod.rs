@@ -320,15 +320,19 @@ impl Part {
         l.place[node.index()].1 as usize
     }
 
-    fn rearm(&mut self, l: &Layout, node: NodeId) {
-        let t = self.nodes[self.local(l, node)].poll_timeout();
-        self.arm(l, node, t);
+    /// Arms the timer of `node` (local index `i`) for its
+    /// `poll_timeout()`. The caller passes the local index it already
+    /// looked up for the node's input.
+    #[inline]
+    fn rearm(&mut self, l: &Layout, node: NodeId, i: usize) {
+        let t = self.nodes[i].poll_timeout();
+        self.arm(l, node, i, t);
     }
 
-    /// Arms `node`'s timer for `t` (its `poll_timeout()`), unless an
-    /// earlier one is armed.
-    fn arm(&mut self, l: &Layout, node: NodeId, t: Option<Nanos>) {
-        let i = self.local(l, node);
+    /// Arms `node`'s timer (local index `i`) for `t` (its
+    /// `poll_timeout()`), unless an earlier one is armed.
+    #[inline]
+    fn arm(&mut self, l: &Layout, node: NodeId, i: usize, t: Option<Nanos>) {
         let Some(t) = t else {
             // Nothing to wait for: an armed event becomes stale.
             self.armed[i] = None;
@@ -350,15 +354,16 @@ impl Part {
         push_in_flight(&mut self.channels[c as usize], &mut self.heads[c as usize], &mut self.queue, ev, frame);
     }
 
-    /// Sends what the node's last input output and re-arms its timer.
+    /// Sends what the node's last input output and re-arms its timer
+    /// (`i`: the node's local index).
     /// Inlined into the event loop: as a call, its register saves and
     /// restores were 15 instructions an event.
     #[inline(always)]
-    fn flush(&mut self, l: &Layout, node: NodeId) {
+    fn flush(&mut self, l: &Layout, node: NodeId, i: usize) {
         // Many inputs send nothing (a frame queued behind a busy port, a
         // host's delivery): no drain of an empty output.
         if self.out.is_empty() {
-            self.rearm(l, node);
+            self.rearm(l, node, i);
             return;
         }
         // The output is sent in place (the fields borrowed apart), not
@@ -387,7 +392,7 @@ impl Part {
                 wire.send(t);
             }
         }
-        self.rearm(l, node);
+        self.rearm(l, node, i);
     }
 
     /// Time of the next event.
@@ -436,7 +441,7 @@ impl Part {
                 lend_pool(n, &mut self.pool);
                 n.handle_timeout(ev.at, &mut self.out);
                 lend_pool(n, &mut self.pool);
-                self.flush(l, node);
+                self.flush(l, node, i);
             } else if id >= l.channel_base {
                 self.now = ev.at;
                 let c = (id - l.channel_base) as usize;
@@ -463,7 +468,7 @@ impl Part {
                         lend_pool(h, &mut self.pool);
                     }
                 }
-                self.flush(l, node);
+                self.flush(l, node, i);
             } else if id < l.link_base {
                 self.now = ev.at;
                 let (ne, _) = &l.node_schedule[id as usize];
@@ -502,7 +507,7 @@ impl Part {
                     if self.nodes[i].restart(self.now, &mut self.out).is_ok() {
                         self.totals.node_restarts += 1;
                     }
-                    self.flush(lay, ne.node);
+                    self.flush(lay, ne.node, i);
                 }
             }
             NodeAction::Routes(k) => {
@@ -553,7 +558,7 @@ impl Part {
                 Node::RoceHost(h) => h.set_port_rate(now, rate),
                 Node::TcpHost(h) => h.set_port_rate(now, rate),
             }
-            self.flush(lay, node);
+            self.flush(lay, node, i);
         }
     }
 }
@@ -827,9 +832,9 @@ impl Engine {
 
     /// Re-arms a node's timer after it was changed from outside (flows added).
     pub fn refresh(&mut self, id: NodeId) {
-        let (Some(&(p, _)), Some(node)) = (self.layout.place.get(id.index()), self.nodes.get(id.index())) else { return };
+        let (Some(&(p, i)), Some(node)) = (self.layout.place.get(id.index()), self.nodes.get(id.index())) else { return };
         let t = node.poll_timeout();
-        self.parts[p as usize].arm(&self.layout, id, t);
+        self.parts[p as usize].arm(&self.layout, id, i as usize, t);
     }
 
     /// Frames lost on each link because it was down.
