@@ -879,7 +879,7 @@ impl RoceHost {
         let ext = if aeth.is_some() { roce::AETH_LEN } else { roce::CNP_PAYLOAD_LEN };
         let l4 = udp::HEADER_LEN + roce::BTH_LEN + ext + roce::ICRC_LEN;
         let mut b = self.nic.frames.zeroed(ethernet::HEADER_LEN + ipv4::HEADER_LEN + l4);
-        self.headers(&mut b, gw, dst, CONTROL_DSCP, false, 0xc000 ^ (qpn as u16), l4);
+        self.headers.write(&mut b, &Self::udp_fields(gw, dst, CONTROL_DSCP, false, 0xc000 ^ (qpn as u16), l4));
         let o = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
         BthRepr { opcode, solicited: false, pad: 0, pkey: roce::DEFAULT_PKEY, dest_qp: qpn, ack_req: false, psn, reserved15: 0 }
             .emit(&mut b[o..]);
@@ -892,11 +892,11 @@ impl RoceHost {
         b
     }
 
-    /// Writes the Ethernet, IPv4 and UDP headers of a frame to `dst` (UDP
-    /// length `l4`) from the host's template.
-    #[allow(clippy::too_many_arguments)]
-    fn headers(&self, b: &mut [u8], gw: EthernetAddress, dst: Ipv4Address, dscp: u8, ect: bool, sport: u16, l4: usize) {
-        let fields = UdpFields {
+    /// The Ethernet, IPv4 and UDP fields of a frame to `dst` from UDP
+    /// source port `sport` with `l4` bytes from the UDP header on (the rest
+    /// is the host's template).
+    fn udp_fields(gw: EthernetAddress, dst: Ipv4Address, dscp: u8, ect: bool, sport: u16, l4: usize) -> UdpFields {
+        UdpFields {
             dst_mac: gw,
             dst,
             dscp,
@@ -905,8 +905,7 @@ impl RoceHost {
             src_port: sport,
             dst_port: udp::ROCEV2_PORT,
             payload_len: l4 - udp::HEADER_LEN,
-        };
-        self.headers.write(b, &fields);
+        }
     }
 
     fn data_frame(&mut self, gw: EthernetAddress, i: usize, psn: u32) -> BytesMut {
@@ -914,7 +913,7 @@ impl RoceHost {
         let l4 = len - ethernet::HEADER_LEN - ipv4::HEADER_LEN;
         let mut b = self.nic.frames.zeroed(len);
         let qp = &self.send[i];
-        self.headers(&mut b, gw, qp.flow.dst, qp.flow.dscp, true, qp.flow.src_port, l4);
+        self.headers.write(&mut b, &Self::udp_fields(gw, qp.flow.dst, qp.flow.dscp, true, qp.flow.src_port, l4));
         let opcode = match (psn == 0, psn + 1 == qp.packets) {
             (true, true) => Opcode::WriteOnly,
             (true, false) => Opcode::WriteFirst,
