@@ -76,6 +76,9 @@ macro_rules! host_common {
 }
 pub(crate) use host_common;
 
+/// TTL of every frame a synthetic host sends.
+pub(crate) const TTL: u8 = 64;
+
 pub mod nic;
 pub mod rank_set;
 pub mod roce;

@@ -102,8 +102,6 @@ use weft_wire::{ethernet, ipv4, udp, EthernetAddress, Ipv4Address};
 pub const DATA_OVERHEAD: usize = 14 + 20 + 8 + roce::BTH_LEN + roce::ICRC_LEN;
 /// DSCP of ACK/NAK/CNP (CS6: the switches' control queue).
 pub const CONTROL_DSCP: u8 = 48;
-/// TTL of every frame a RoCE host sends.
-const TTL: u8 = 64;
 
 /// Loss recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -579,7 +577,7 @@ impl RoceHost {
         Ok(RoceHost {
             id,
             name: node.name.clone(),
-            headers: UdpHeaders::new(nic.mac, nic.ip, TTL),
+            headers: UdpHeaders::new(nic.mac, nic.ip, super::TTL),
             nic,
             cfg,
             send: Vec::new(),

@@ -480,7 +480,7 @@ impl TcpHost {
             dscp,
             ecn: if ect { ipv4::Ecn::Ect0 } else { ipv4::Ecn::NotEct },
             ident: 0,
-            ttl: 64,
+            ttl: super::TTL,
             payload_len: tcp::HEADER_LEN + payload,
         }
         .emit(&mut b[14..]);

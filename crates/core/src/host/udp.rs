@@ -35,8 +35,6 @@ use weft_wire::{ethernet, ipv4, udp, EthernetAddress, Ipv4Address};
 
 /// Length of the probe header at the start of every UDP payload.
 pub const PROBE_LEN: usize = 16;
-/// TTL of every frame a UDP host sends.
-const TTL: u8 = 64;
 
 /// How much a flow sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,7 +159,7 @@ impl UdpHost {
         Ok(UdpHost {
             id,
             name: node.name.clone(),
-            headers: UdpHeaders::new(nic.mac, nic.ip, TTL),
+            headers: UdpHeaders::new(nic.mac, nic.ip, super::TTL),
             nic,
             flows: Vec::new(),
             waiting: BinaryHeap::new(),
