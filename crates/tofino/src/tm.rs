@@ -554,25 +554,28 @@ pub struct Dequeued {
     pub deq_depth: u64,
 }
 
-/// Accounting of [`BufferModel::Ns3`] (names after switch-mmu.cc).
+/// Accounting of [`BufferModel::Ns3`] (names after switch-mmu.cc), in the
+/// order an arrival reads it: the pool's use and limits, then the per-port
+/// counts every arrival checks, the pauses sent last.
 #[derive(Debug)]
+#[repr(C)]
 struct Ns3Accounting {
-    /// `m_pg_hdrm_limit` per port.
-    headroom_limit: Vec<u64>,
+    /// `m_usedIngressSPBytes` (one pool).
+    ingress_used: u64,
+    /// `m_usedEgressSPBytes`: Σ queue bytes beyond each queue's minimum.
+    egress_used: u64,
     /// `m_buffer_cell_limit_sp`: buffer − Σ headroom − ports × 8 MTU.
     ingress_limit: u64,
     /// `m_op_buffer_shared_limit_cell`: buffer − ports × 8 MTU.
     egress_limit: u64,
     /// `m_usedIngressPGBytes` per (port, class).
     ingress_pg: Vec<[u64; 8]>,
-    /// `m_usedIngressPortBytes`.
-    ingress_port: Vec<u64>,
     /// `m_usedIngressPGHeadroomBytes`.
     headroom_used: Vec<[u64; 8]>,
-    /// `m_usedIngressSPBytes` (one pool).
-    ingress_used: u64,
-    /// `m_usedEgressSPBytes`: Σ queue bytes beyond each queue's minimum.
-    egress_used: u64,
+    /// `m_usedIngressPortBytes`.
+    ingress_port: Vec<u64>,
+    /// `m_pg_hdrm_limit` per port.
+    headroom_limit: Vec<u64>,
     /// When the last pause sent out of (port, class) expires (`paused`).
     pause_until: Vec<[Nanos; 8]>,
 }
@@ -669,19 +672,50 @@ impl Ns3Accounting {
     }
 }
 
-/// The traffic manager of one switch.
+/// The traffic manager of one switch, laid out by what a packet reads
+/// (the struct starts a cache line): the first line holds what every
+/// enqueue and dequeue reads (the ports, the buffer's use, the per-packet
+/// settings copied out of [`TmConfig`]), the second the egress threshold
+/// and the ingress (PFC) accounting, the next three the ns-3 model's
+/// accounting (unread without it); the configuration itself, read when the
+/// traffic manager is reconfigured or a pause changes, comes last. (Read
+/// from the configuration, a packet's settings were spread over four lines
+/// behind the masks and the ns-3 accounting, each missed on most packets:
+/// a switch's state leaves the first-level cache between two of its
+/// packets.)
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct TrafficManager {
-    cfg: TmConfig,
     ports: Vec<PortState>,
-    level_mask: [u128; 8],
-    class_mask: [u128; 8],
-    total_cells: u64,
     used_cells: u64,
+    total_cells: u64,
+    /// `cfg.cell_bytes`.
+    cell_bytes: u32,
+    /// `cfg.queues_per_port`.
+    queues_per_port: u8,
+    /// The lossless PFC classes (`cfg.pfc`'s; none without PFC).
+    lossless: u8,
+    /// `cfg.held_outside_pfc`.
+    held_outside_pfc: bool,
+    /// Whether `cfg.pfc_watchdog` is set.
+    watchdog: bool,
+    /// `cfg.queues`.
+    queues: Box<[QueueConfig]>,
+    /// `cfg.egress_alpha`.
+    egress_alpha: f64,
+    /// `cfg.pfc`'s α_in (0 without PFC).
+    alpha_in: f64,
     ingress_cells: Vec<[u64; 8]>,
     xoff: Vec<u8>,
-    max_used_cells: u64,
     ns3: Option<Ns3Accounting>,
+    max_used_cells: u64,
+    /// `cfg.queue_limit_packets`.
+    queue_limit_packets: Option<u32>,
+    /// Priority levels that have queues (bit l: level l).
+    levels: u8,
+    level_mask: [u128; 8],
+    class_mask: [u128; 8],
+    cfg: TmConfig,
 }
 
 impl TrafficManager {
@@ -700,7 +734,18 @@ impl TrafficManager {
             class_mask[(qc.pfc_class & 7) as usize] |= 1u128 << q;
         }
         let total_cells = cfg.buffer_bytes / cfg.cell_bytes as u64;
+        let levels = (0..8).filter(|&l| level_mask[l] != 0).fold(0u8, |m, l| m | 1 << l);
         TrafficManager {
+            cell_bytes: cfg.cell_bytes,
+            queues_per_port: cfg.queues_per_port,
+            lossless: cfg.pfc.map_or(0, |p| p.classes),
+            held_outside_pfc: cfg.held_outside_pfc,
+            watchdog: cfg.pfc_watchdog.is_some(),
+            queues: cfg.queues.clone().into_boxed_slice(),
+            egress_alpha: cfg.egress_alpha,
+            alpha_in: cfg.pfc.map_or(0.0, |p| p.alpha_in),
+            queue_limit_packets: cfg.queue_limit_packets,
+            levels,
             ports: (0..ports)
                 .map(|_| PortState {
                     queues: (0..n)
@@ -751,18 +796,19 @@ impl TrafficManager {
     }
 
     fn cells_of(&self, len: usize) -> u32 {
-        (len as u64).div_ceil(self.cfg.cell_bytes as u64) as u32
+        (len as u64).div_ceil(self.cell_bytes as u64) as u32
     }
 
     fn is_lossless(&self, class: u8) -> bool {
-        self.cfg.pfc.is_some_and(|p| p.classes & (1 << (class & 7)) != 0)
+        self.lossless & (1 << (class & 7)) != 0
     }
 
     fn xoff_threshold_cells(&self) -> u64 {
-        match self.cfg.pfc {
-            Some(p) => ((self.total_cells - self.used_cells.min(self.total_cells)) as f64 * p.alpha_in) as u64,
-            None => u64::MAX,
+        // (Called only for a lossless class, so with PFC configured.)
+        if self.lossless == 0 {
+            return u64::MAX;
         }
+        ((self.total_cells - self.used_cells.min(self.total_cells)) as f64 * self.alpha_in) as u64
     }
 
     /// Admits `frame` to `queue` of `port`. On success PFC transitions (XOFF)
@@ -780,8 +826,8 @@ impl TrafficManager {
         ingress_port: Option<PortId>,
         pfc: &mut Vec<PfcTransition>,
     ) -> Result<(), (DropReason, BytesMut)> {
-        let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
-        let arrival = ingress_port.map(|port| Arrival { port, cos: self.cfg.queues[qi].pfc_class });
+        let qi = (queue.0 as usize).min(self.queues_per_port as usize - 1);
+        let arrival = ingress_port.map(|port| Arrival { port, cos: self.queues[qi].pfc_class });
         self.enqueue_bridged(now, port, queue, frame, arrival, 0, pfc)
     }
 
@@ -800,8 +846,8 @@ impl TrafficManager {
         bridged: u32,
         pfc: &mut Vec<PfcTransition>,
     ) -> Result<(), (DropReason, BytesMut)> {
-        let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
-        let class = arrival.map_or(self.cfg.queues[qi].pfc_class, |a| a.cos & 7);
+        let qi = (queue.0 as usize).min(self.queues_per_port as usize - 1);
+        let class = arrival.map_or_else(|| self.queues[qi].pfc_class, |a| a.cos & 7);
         let ingress_port = arrival.map(|a| a.port);
         if self.watchdog_drops(now, port, qi) {
             self.ports[port.index()].queues[qi].stats.pfc_watchdog_drops += 1;
@@ -810,7 +856,7 @@ impl TrafficManager {
         let cells = self.cells_of(frame.len());
         let lossless = self.is_lossless(class);
         let free = self.total_cells.saturating_sub(self.used_cells);
-        let control = qi == self.cfg.queues_per_port as usize - 1;
+        let control = qi == self.queues_per_port as usize - 1;
         let len = frame.len() as u64;
         let p = &mut self.ports[port.index()];
         let queue_paused = p.paused & (1u128 << qi) != 0;
@@ -828,14 +874,14 @@ impl TrafficManager {
             q.stats.drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
         }
-        if !control && self.cfg.queue_limit_packets.is_some_and(|l| q.pkts.len() >= l as usize) {
+        if !control && self.queue_limit_packets.is_some_and(|l| q.pkts.len() >= l as usize) {
             q.stats.drops_threshold += 1;
             return Err((DropReason::QueueLimit, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control && !from_min;
-        let ingress_pending = !control && queue_paused && self.cfg.held_outside_pfc;
+        let ingress_pending = !control && queue_paused && self.held_outside_pfc;
         if let Some(n3) = &self.ns3 {
-            if !control && !n3.egress_admits(q.bytes, len, self.cfg.egress_alpha) {
+            if !control && !n3.egress_admits(q.bytes, len, self.egress_alpha) {
                 q.stats.drops_threshold += 1;
                 return Err((DropReason::DynamicThreshold, frame));
             }
@@ -845,7 +891,7 @@ impl TrafficManager {
                     return Err((DropReason::BufferFull, frame));
                 }
             }
-        } else if !lossless && !from_min && (q.cells + cells as u64) as f64 > self.cfg.egress_alpha * free as f64 {
+        } else if !lossless && !from_min && (q.cells + cells as u64) as f64 > self.egress_alpha * free as f64 {
             q.stats.drops_threshold += 1;
             return Err((DropReason::DynamicThreshold, frame));
         }
@@ -899,7 +945,7 @@ impl TrafficManager {
                     // (A class paused by this arrival is not checked again:
                     // its resume threshold lies below its pause threshold,
                     // except when another class's headroom paused it.)
-                    let (alpha, classes) = self.cfg.pfc.map_or((0.0, 0), |p| (p.alpha_in, p.classes));
+                    let (alpha, classes) = (self.alpha_in, self.lossless);
                     let mut paused_now = 0u8;
                     for c in 0..8u8 {
                         if classes & (1 << c) != 0 && n3.should_pause(i, c as usize, k, alpha) {
@@ -944,11 +990,14 @@ impl TrafficManager {
         bridged: u32,
         rng: &mut impl Rng,
     ) -> Result<Dequeued, PassThrough> {
-        let qi = (queue.0 as usize).min(self.cfg.queues_per_port as usize - 1);
-        let class = self.cfg.queues[qi].pfc_class as usize;
+        let qi = (queue.0 as usize).min(self.queues_per_port as usize - 1);
+        let class = self.queues[qi].pfc_class as usize;
         let cells = self.cells_of(frame.len()) as u64;
         let free = self.total_cells.saturating_sub(self.used_cells);
-        let storms = self.ports.get(port.index()).map_or(0, |p| Self::storms(self.cfg.pfc_watchdog.as_ref(), p, now));
+        let storms = match self.ports.get(port.index()) {
+            Some(p) if self.watchdog => Self::storms(self.cfg.pfc_watchdog.as_ref(), p, now),
+            _ => 0,
+        };
         if storms & (1 << class) != 0 && self.ports[port.index()].pfc_paused_until[class] > now {
             // Its priority is paused, in a storm: dropped, or sent anyway.
             let stats = &mut self.ports[port.index()].queues[qi].stats;
@@ -977,7 +1026,7 @@ impl TrafficManager {
         q.stats.tx_packets += 1;
         q.stats.tx_bytes += len;
         q.stats.max_depth_bytes = q.stats.max_depth_bytes.max(len);
-        let mark_ce = match self.cfg.queues[qi].ecn {
+        let mark_ce = match self.queues[qi].ecn {
             Some(red) => {
                 let pr = red.probability(len);
                 pr >= 1.0 || (pr > 0.0 && rng.random::<f64>() < pr)
@@ -1004,7 +1053,7 @@ impl TrafficManager {
     /// appended to `pfc`.
     #[must_use = "a dequeued packet must be sent or counted as dropped"]
     pub fn dequeue(&mut self, now: Nanos, port: PortId, rng: &mut impl Rng, pfc: &mut Vec<PfcTransition>) -> Option<Dequeued> {
-        if self.cfg.pfc_watchdog.is_some() {
+        if self.watchdog {
             self.update_storms(now, port, pfc);
         }
         let p = &mut self.ports[port.index()];
@@ -1021,7 +1070,10 @@ impl TrafficManager {
             return None;
         }
         let mut chosen = None;
-        for level in (0..8).rev() {
+        let mut levels = self.levels;
+        while levels != 0 {
+            let level = 7 - levels.leading_zeros() as usize;
+            levels &= !(1 << level);
             let m = eligible & self.level_mask[level];
             if m == 0 {
                 continue;
@@ -1031,7 +1083,7 @@ impl TrafficManager {
                 break;
             }
             // DWRR among the queues of this level.
-            let n = self.cfg.queues_per_port as u32;
+            let n = self.queues_per_port as u32;
             let mut at = p.rr[level] as u32 % n;
             loop {
                 let hi = m & (u128::MAX << at);
@@ -1044,7 +1096,7 @@ impl TrafficManager {
                     chosen = Some(qi);
                     break;
                 }
-                p.queues[qi].deficit += (self.cfg.queues[qi].weight.max(1) * self.cfg.dwrr_quantum_bytes) as i64;
+                p.queues[qi].deficit += (self.queues[qi].weight.max(1) * self.cfg.dwrr_quantum_bytes) as i64;
                 at = (q + 1) % n;
             }
             break;
@@ -1075,8 +1127,8 @@ impl TrafficManager {
         if q.pkts.is_empty() {
             p.nonempty &= !(1u128 << qi);
             q.deficit = 0;
-            let lvl = (self.cfg.queues[qi].priority & 7) as usize;
-            p.rr[lvl] = ((qi + 1) % self.cfg.queues_per_port as usize) as u8;
+            let lvl = (self.queues[qi].priority & 7) as usize;
+            p.rr[lvl] = ((qi + 1) % self.queues_per_port as usize) as u8;
         }
         if p.paused & (1u128 << qi) != 0 {
             q.leak = q.leak.saturating_sub(1);
@@ -1092,7 +1144,7 @@ impl TrafficManager {
             }
             None => deq_depth,
         };
-        let mark_ce = match self.cfg.queues[qi].ecn {
+        let mark_ce = match self.queues[qi].ecn {
             Some(red) => {
                 let pr = red.probability(red_depth);
                 pr >= 1.0 || (pr > 0.0 && rng.random::<f64>() < pr)
@@ -1125,8 +1177,11 @@ impl TrafficManager {
 
     /// Whether the watchdog drops what arrives for queue `qi` of `port` now.
     fn watchdog_drops(&self, now: Nanos, port: PortId, qi: usize) -> bool {
+        if !self.watchdog {
+            return false;
+        }
         let (Some(wd), Some(p)) = (self.cfg.pfc_watchdog, self.ports.get(port.index())) else { return false };
-        wd.action == PfcWatchdogAction::Drop && Self::storms(Some(&wd), p, now) & (1 << (self.cfg.queues[qi].pfc_class & 7)) != 0
+        wd.action == PfcWatchdogAction::Drop && Self::storms(Some(&wd), p, now) & (1 << (self.queues[qi].pfc_class & 7)) != 0
     }
 
     /// Declares and ends storms on `port` at `now`; a new storm is counted
@@ -1301,7 +1356,7 @@ impl TrafficManager {
     /// snapshot copies. Only the queues that hold packets are read (and,
     /// with the ns-3 model, those with a VOQ).
     pub fn snapshot_port(&self, port: PortId, bytes: &mut Vec<u64>, cells: &mut Vec<u64>) -> u64 {
-        let n = self.cfg.queues_per_port as usize;
+        let n = self.queues_per_port as usize;
         bytes.clear();
         bytes.resize(n, 0);
         cells.clear();
@@ -1367,7 +1422,7 @@ impl TrafficManager {
 
     /// Largest buffer use seen, bytes.
     pub fn max_used_bytes(&self) -> u64 {
-        self.max_used_cells * self.cfg.cell_bytes as u64
+        self.max_used_cells * self.cell_bytes as u64
     }
 
     /// Buffer capacity in cells.
@@ -1383,7 +1438,7 @@ impl TrafficManager {
     /// Drops every queued packet of a port (link down), returning how many.
     pub fn flush_port(&mut self, now: Nanos, port: PortId, pfc: &mut Vec<PfcTransition>) -> u64 {
         let mut n = 0;
-        let nq = self.cfg.queues_per_port as usize;
+        let nq = self.queues_per_port as usize;
         for qi in 0..nq {
             let q = &mut self.ports[port.index()].queues[qi];
             q.stats.drops_buffer_full += q.voq.len() as u64;
@@ -1440,7 +1495,7 @@ impl TrafficManager {
         match &mut self.ns3 {
             None => {
                 if self.xoff[ip.index()] & (1 << class) != 0 {
-                    let delta = self.cfg.pfc.map(|p| p.xon_delta_bytes / self.cfg.cell_bytes as u64).unwrap_or(0);
+                    let delta = self.cfg.pfc.map(|p| p.xon_delta_bytes / self.cell_bytes as u64).unwrap_or(0);
                     if held + delta <= self.xoff_threshold_cells() || held == 0 {
                         self.xoff[ip.index()] &= !(1 << class);
                         pfc.push(PfcTransition { port: ip, class, pause: false });
@@ -1451,7 +1506,7 @@ impl TrafficManager {
                 let i = ip.index();
                 n3.release_ingress(i, (class & 7) as usize, pkt.frame.len() as u64);
                 if self.xoff[i] & (1 << (class & 7)) != 0 {
-                    let alpha = self.cfg.pfc.map_or(0.0, |p| p.alpha_in);
+                    let alpha = self.alpha_in;
                     n3.check_resume(&mut self.xoff[i], ip, class, now, alpha, pfc);
                 }
             }
@@ -1524,6 +1579,36 @@ mod tests {
         assert_eq!((size_of::<QueuedPacket>(), align_of::<QueuedPacket>()), (64, 64));
         assert_eq!(align_of::<DepthHistogram>(), 64);
         assert!(offset_of!(DepthHistogram, counts) + 7 * 8 <= 64);
+    }
+
+    /// What every packet reads of the traffic manager itself is on its
+    /// first line, the egress threshold and the ingress accounting on its
+    /// second, the ns-3 model's pool counters on its third.
+    #[test]
+    fn a_packet_reads_the_first_two_lines_of_the_traffic_manager() {
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<TrafficManager>(), 64);
+        let first = [
+            offset_of!(TrafficManager, ports),
+            offset_of!(TrafficManager, used_cells),
+            offset_of!(TrafficManager, total_cells),
+            offset_of!(TrafficManager, cell_bytes),
+            offset_of!(TrafficManager, queues_per_port),
+            offset_of!(TrafficManager, lossless),
+            offset_of!(TrafficManager, held_outside_pfc),
+            offset_of!(TrafficManager, watchdog),
+            offset_of!(TrafficManager, queues),
+        ];
+        assert!(first.iter().all(|&o| o < 64) && offset_of!(TrafficManager, queues) + 16 <= 64, "{first:?}");
+        let second = [
+            offset_of!(TrafficManager, egress_alpha),
+            offset_of!(TrafficManager, alpha_in),
+            offset_of!(TrafficManager, ingress_cells),
+            offset_of!(TrafficManager, xoff),
+        ];
+        assert!(second.iter().all(|&o| (64..128).contains(&o)) && offset_of!(TrafficManager, xoff) + 24 <= 128, "{second:?}");
+        assert_eq!(offset_of!(TrafficManager, ns3), 128);
+        assert!(offset_of!(Ns3Accounting, ingress_pg) + 24 <= 64);
     }
 
     fn frame(len: usize) -> BytesMut {

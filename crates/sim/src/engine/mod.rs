@@ -190,10 +190,8 @@ const HEADER_END: usize = 54;
 
 /// What every partition reads and no one changes during a run.
 struct Layout {
-    /// Partition and index inside it of each node.
-    place: Vec<(u32, u32)>,
-    /// Channel id of (node, egress port).
-    channel_of: Vec<Vec<u32>>,
+    /// Where each node is and where its output goes.
+    place: Vec<Place>,
     /// The two ends of each link.
     ends: Vec<[(NodeId, PortId); 2]>,
     schedule: Vec<LinkEvent>,
@@ -205,6 +203,21 @@ struct Layout {
     link_base: u64,
     channel_base: u64,
     timer_base: u64,
+}
+
+/// Where a node is and where its output goes: one entry per node, read
+/// for every event the node has (its output's channels with its place, so
+/// that sending reads no line of its own).
+#[derive(Debug, Clone, Copy, Default)]
+struct Place {
+    /// Its partition.
+    part: u32,
+    /// Its index in the partition.
+    local: u32,
+    /// The channel of its port 0; port p's is `first_channel + p`.
+    first_channel: u32,
+    /// Its number of ports (of channels).
+    ports: u32,
 }
 
 /// A frame for another partition: its channel, its delivery event, itself.
@@ -272,8 +285,10 @@ fn push_in_flight(ch: &mut Channel, head: &mut usize, queue: &mut EventQueue, ev
 /// What a node's output goes to: its channels, borrowed apart from the
 /// rest of its partition for the length of one [`Part::flush`].
 struct Wire<'a> {
-    /// The node's channel of each port.
-    chans: &'a [u32],
+    /// The channel of the node's port 0 (port p's is `first_channel + p`).
+    first_channel: u32,
+    /// The node's number of ports.
+    ports: u32,
     channel_base: u64,
     channels: &'a mut [Channel],
     links: &'a mut [LinkState],
@@ -293,7 +308,10 @@ impl Wire<'_> {
     #[inline(always)]
     fn send(&mut self, Transmit { port, frame, end, .. }: Transmit) {
         debug_assert!(end >= self.now, "a frame leaves after it is sent");
-        let Some(&c) = self.chans.get(port.index()) else { return };
+        if port.index() >= self.ports as usize {
+            return;
+        }
+        let c = self.first_channel + u32::from(port.0);
         let ch = &mut self.channels[c as usize];
         if !ch.up {
             self.links[ch.link.index()].drops += 1;
@@ -317,7 +335,7 @@ impl Wire<'_> {
 impl Part {
     #[inline]
     fn local(&self, l: &Layout, node: NodeId) -> usize {
-        l.place[node.index()].1 as usize
+        l.place[node.index()].local as usize
     }
 
     /// Arms the timer of `node` (local index `i`) for its
@@ -369,8 +387,10 @@ impl Part {
         // The output is sent in place (the fields borrowed apart), not
         // taken out of `self` and put back.
         let Part { out, channels, links, totals, heads, queue, outbox, index, now, .. } = self;
+        let place = l.place[node.index()];
         let mut wire = Wire {
-            chans: &l.channel_of[node.index()],
+            first_channel: place.first_channel,
+            ports: place.ports,
             channel_base: l.channel_base,
             channels,
             links,
@@ -473,7 +493,7 @@ impl Part {
                 self.now = ev.at;
                 let (ne, _) = &l.node_schedule[id as usize];
                 // Its partition and its neighbours' apply it; its own counts it.
-                if l.place[ne.node.index()].0 == self.index {
+                if l.place[ne.node.index()].part == self.index {
                     n += 1;
                 }
                 self.apply_node_event(l, id as usize);
@@ -481,7 +501,7 @@ impl Part {
                 self.now = ev.at;
                 let le = l.schedule[(id - l.link_base) as usize];
                 // Both ends' partitions apply it; the first end's counts it.
-                if l.place[l.ends[le.link.index()][0].0.index()].0 == self.index {
+                if l.place[l.ends[le.link.index()][0].0.index()].part == self.index {
                     n += 1;
                 }
                 self.apply_link_event(l, le);
@@ -502,7 +522,7 @@ impl Part {
                 for &link in links {
                     self.apply_link_event(lay, LinkEvent { at: ne.at, link, action: LinkAction::Down });
                 }
-                if lay.place[ne.node.index()].0 == self.index {
+                if lay.place[ne.node.index()].part == self.index {
                     let i = self.local(lay, ne.node);
                     if self.nodes[i].restart(self.now, &mut self.out).is_ok() {
                         self.totals.node_restarts += 1;
@@ -511,7 +531,7 @@ impl Part {
                 }
             }
             NodeAction::Routes(k) => {
-                if lay.place[ne.node.index()].0 == self.index {
+                if lay.place[ne.node.index()].part == self.index {
                     if let Some(routes) = lay.route_updates.get(k as usize) {
                         let i = self.local(lay, ne.node);
                         self.nodes[i].install_routes(routes);
@@ -545,7 +565,7 @@ impl Part {
             ch.up = up;
         }
         for (node, port) in lay.ends[le.link.index()] {
-            if lay.place[node.index()].0 != self.index {
+            if lay.place[node.index()].part != self.index {
                 continue;
             }
             let i = self.local(lay, node);
@@ -657,41 +677,38 @@ impl Engine {
         let plan = partition::partition(fabric, threads);
         let parts_n = plan.parts as usize;
         let n = nodes.len();
-        let mut place = vec![(0u32, 0u32); n];
+        let mut place = vec![Place::default(); n];
         let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); parts_n];
         for (i, p) in place.iter_mut().enumerate() {
             let part = plan.part_of.get(i).copied().unwrap_or(0) as usize;
-            *p = (part as u32, members[part].len() as u32);
+            p.part = part as u32;
+            p.local = members[part].len() as u32;
             members[part].push(NodeId(i as u32));
         }
+        // Channels are numbered node by node, port by port.
         let mut channels = Vec::new();
-        let channel_of = fabric
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                node.ports
-                    .iter()
-                    .map(|p| {
-                        let delay = fabric.links.get(p.link.index()).map_or(0, |l| l.delay);
-                        let dir = u8::from(fabric.links.get(p.link.index()).is_some_and(|l| l.a.0 .0 != i as u32));
-                        // Below MAX_PARTS (the partitioning's bound).
-                        let to_part = place.get(p.peer.index()).map_or(0, |pl| pl.0 as u16);
-                        channels.push(Channel {
-                            to: (p.peer, p.peer_port),
-                            link: p.link,
-                            up: true,
-                            delay,
-                            to_part,
-                            in_flight: VecDeque::new(),
-                            dir,
-                            loss: None,
-                        });
-                        (channels.len() - 1) as u32
-                    })
-                    .collect()
-            })
-            .collect();
+        for (i, node) in fabric.nodes.iter().enumerate() {
+            if let Some(pl) = place.get_mut(i) {
+                pl.first_channel = channels.len() as u32;
+                pl.ports = node.ports.len() as u32;
+            }
+            for p in &node.ports {
+                let delay = fabric.links.get(p.link.index()).map_or(0, |l| l.delay);
+                let dir = u8::from(fabric.links.get(p.link.index()).is_some_and(|l| l.a.0 .0 != i as u32));
+                // Below MAX_PARTS (the partitioning's bound).
+                let to_part = place.get(p.peer.index()).map_or(0, |pl| pl.part as u16);
+                channels.push(Channel {
+                    to: (p.peer, p.peer_port),
+                    link: p.link,
+                    up: true,
+                    delay,
+                    to_part,
+                    in_flight: VecDeque::new(),
+                    dir,
+                    loss: None,
+                });
+            }
+        }
         let links: Vec<LinkState> =
             fabric.links.iter().map(|l| LinkState { up: true, rate: l.rate, nominal_rate: l.rate, drops: 0 }).collect();
         let ends: Vec<_> = fabric.links.iter().map(|l| [l.a, l.b]).collect();
@@ -712,7 +729,6 @@ impl Engine {
         }
         let layout = Layout {
             place,
-            channel_of,
             ends,
             schedule: fabric.schedule.clone(),
             node_schedule: fabric
@@ -762,7 +778,7 @@ impl Engine {
             let ev = Event { at: ev.at, what: (link_base + i as u64) as u32 };
             let mut parts_of_ends: Vec<u32> = e.layout.ends[fabric.schedule[i].link.index()]
                 .iter()
-                .filter_map(|(node, _)| e.layout.place.get(node.index()).map(|p| p.0))
+                .filter_map(|(node, _)| e.layout.place.get(node.index()).map(|p| p.part))
                 .collect();
             parts_of_ends.dedup();
             for p in parts_of_ends {
@@ -773,7 +789,7 @@ impl Engine {
             let ev = Event { at: ne.at, what: i as u32 };
             let mut parts: Vec<u32> = std::iter::once(ne.node)
                 .chain(links.iter().flat_map(|l| e.layout.ends[l.index()].map(|(n, _)| n)))
-                .filter_map(|n| e.layout.place.get(n.index()).map(|p| p.0))
+                .filter_map(|n| e.layout.place.get(n.index()).map(|p| p.part))
                 .collect();
             parts.sort_unstable();
             parts.dedup();
@@ -832,7 +848,9 @@ impl Engine {
 
     /// Re-arms a node's timer after it was changed from outside (flows added).
     pub fn refresh(&mut self, id: NodeId) {
-        let (Some(&(p, i)), Some(node)) = (self.layout.place.get(id.index()), self.nodes.get(id.index())) else { return };
+        let (Some(&Place { part: p, local: i, .. }), Some(node)) = (self.layout.place.get(id.index()), self.nodes.get(id.index())) else {
+            return;
+        };
         let t = node.poll_timeout();
         self.parts[p as usize].arm(&self.layout, id, i as usize, t);
     }
