@@ -554,9 +554,37 @@ pub struct Dequeued {
     pub deq_depth: u64,
 }
 
-/// Accounting of [`BufferModel::Ns3`] (names after switch-mmu.cc), in the
-/// order an arrival reads it: the pool's use and limits, then the per-port
-/// counts every arrival checks, the pauses sent last.
+/// The ingress (PFC) accounting of one port, in one struct so that an
+/// arrival's checks read two or three of its cache lines, not a line of
+/// each of six arrays: the cells it holds per ingress CoS (Tofino's PPG
+/// counters) and the classes it paused upstream, and with
+/// [`BufferModel::Ns3`] its bytes per class and in all, its headroom and
+/// the pauses it sent (names after switch-mmu.cc). Lines: the cells; the
+/// ns-3 bytes per class; the headroom in use (read when a class holds more
+/// than its guarantee); the pauses sent (read for a class paused); the
+/// XOFF bits, the port's bytes and its headroom.
+#[derive(Debug, Clone, Default)]
+#[repr(C, align(64))]
+struct IngressPort {
+    /// Cells held per ingress CoS.
+    cells: [u64; 8],
+    /// `m_usedIngressPGBytes` per class.
+    pg: [u64; 8],
+    /// `m_usedIngressPGHeadroomBytes` per class.
+    headroom_used: [u64; 8],
+    /// When the last pause sent out of the port for each class expires (`paused`).
+    pause_until: [Nanos; 8],
+    /// Classes with XOFF asserted (a pause sent upstream and not resumed).
+    xoff: u8,
+    /// `m_usedIngressPortBytes`.
+    port_bytes: u64,
+    /// `m_pg_hdrm_limit`.
+    headroom_limit: u64,
+}
+
+/// Accounting of [`BufferModel::Ns3`] (names after switch-mmu.cc): the
+/// pool's use and limits (each port's own counts are in its
+/// [`IngressPort`]).
 #[derive(Debug)]
 #[repr(C)]
 struct Ns3Accounting {
@@ -568,35 +596,24 @@ struct Ns3Accounting {
     ingress_limit: u64,
     /// `m_op_buffer_shared_limit_cell`: buffer − ports × 8 MTU.
     egress_limit: u64,
-    /// `m_usedIngressPGBytes` per (port, class).
-    ingress_pg: Vec<[u64; 8]>,
-    /// `m_usedIngressPGHeadroomBytes`.
-    headroom_used: Vec<[u64; 8]>,
-    /// `m_usedIngressPortBytes`.
-    ingress_port: Vec<u64>,
-    /// `m_pg_hdrm_limit` per port.
-    headroom_limit: Vec<u64>,
-    /// When the last pause sent out of (port, class) expires (`paused`).
-    pause_until: Vec<[Nanos; 8]>,
 }
 
 /// `m_q_min_cell`: bytes of a queue not counted as shared.
 const NS3_Q_MIN: u64 = NS3_MTU + 1;
 
 impl Ns3Accounting {
-    fn new(m: &Ns3Mmu, buffer: u64, ports: usize) -> Self {
-        let headroom_limit: Vec<u64> = (0..ports).map(|i| m.headroom_bytes.get(i).copied().unwrap_or(0)).collect();
-        let reserve = ports as u64 * 8 * NS3_MTU;
+    /// The accounting of a switch of `ports` ports, whose headroom it
+    /// writes into `ingress` (one per port).
+    fn new(m: &Ns3Mmu, buffer: u64, ingress: &mut [IngressPort]) -> Self {
+        for (i, ip) in ingress.iter_mut().enumerate() {
+            ip.headroom_limit = m.headroom_bytes.get(i).copied().unwrap_or(0);
+        }
+        let reserve = ingress.len() as u64 * 8 * NS3_MTU;
         Ns3Accounting {
-            ingress_limit: buffer.saturating_sub(headroom_limit.iter().sum::<u64>() + reserve),
+            ingress_limit: buffer.saturating_sub(ingress.iter().map(|ip| ip.headroom_limit).sum::<u64>() + reserve),
             egress_limit: buffer.saturating_sub(reserve),
-            headroom_limit,
-            ingress_pg: vec![[0; 8]; ports],
-            ingress_port: vec![0; ports],
-            headroom_used: vec![[0; 8]; ports],
             ingress_used: 0,
             egress_used: 0,
-            pause_until: vec![[0; 8]; ports],
         }
     }
 
@@ -610,28 +627,28 @@ impl Ns3Accounting {
         self.egress_used + len <= self.egress_limit && (shared + len) as f64 <= alpha * (self.egress_limit as f64 - self.egress_used as f64)
     }
 
-    /// `CheckIngressAdmission` for a packet from `port`.
-    fn ingress_admits(&self, port: usize, class: usize, len: u64) -> bool {
-        let beyond_min = self.ingress_pg[port][class] + len > NS3_MTU && self.ingress_port[port] + len > NS3_MTU;
-        !(beyond_min && self.ingress_used > self.ingress_limit && self.headroom_used[port][class] + len > self.headroom_limit[port])
+    /// `CheckIngressAdmission` for a packet from port `ip`.
+    fn ingress_admits(&self, ip: &IngressPort, class: usize, len: u64) -> bool {
+        let beyond_min = ip.pg[class] + len > NS3_MTU && ip.port_bytes + len > NS3_MTU;
+        !(beyond_min && self.ingress_used > self.ingress_limit && ip.headroom_used[class] + len > ip.headroom_limit)
     }
 
     /// `UpdateIngressAdmission`.
-    fn admit_ingress(&mut self, port: usize, class: usize, len: u64) {
+    fn admit_ingress(&mut self, ip: &mut IngressPort, class: usize, len: u64) {
         self.ingress_used += len;
-        self.ingress_port[port] += len;
-        self.ingress_pg[port][class] += len;
+        ip.port_bytes += len;
+        ip.pg[class] += len;
         if self.ingress_used > self.ingress_limit {
-            self.headroom_used[port][class] += len;
+            ip.headroom_used[class] += len;
         }
     }
 
     /// `RemoveFromIngressAdmission`.
-    fn release_ingress(&mut self, port: usize, class: usize, len: u64) {
+    fn release_ingress(&mut self, ip: &mut IngressPort, class: usize, len: u64) {
         self.ingress_used = self.ingress_used.saturating_sub(len);
-        self.ingress_port[port] = self.ingress_port[port].saturating_sub(len);
-        self.ingress_pg[port][class] = self.ingress_pg[port][class].saturating_sub(len);
-        self.headroom_used[port][class] = self.headroom_used[port][class].saturating_sub(len);
+        ip.port_bytes = ip.port_bytes.saturating_sub(len);
+        ip.pg[class] = ip.pg[class].saturating_sub(len);
+        ip.headroom_used[class] = ip.headroom_used[class].saturating_sub(len);
     }
 
     /// Egress shared use after a queue went from `before` to `after` bytes.
@@ -642,33 +659,32 @@ impl Ns3Accounting {
     /// `GetPauseClasses` (dynamic threshold) for `class` of `port`, on the
     /// arrival of a packet of `arriving` (whose headroom use pauses every
     /// class of the port that holds more than its guarantee).
-    fn should_pause(&self, port: usize, class: usize, arriving: usize, alpha: f64) -> bool {
-        let pg = self.ingress_pg[port][class];
+    fn should_pause(&self, ip: &IngressPort, class: usize, arriving: usize, alpha: f64) -> bool {
+        let pg = ip.pg[class];
         if pg <= 2 * NS3_MTU {
             return false;
         }
-        (pg - 2 * NS3_MTU) as f64 > alpha * (self.ingress_limit as f64 - self.ingress_used as f64)
-            || self.headroom_used[port][arriving] != 0
+        (pg - 2 * NS3_MTU) as f64 > alpha * (self.ingress_limit as f64 - self.ingress_used as f64) || ip.headroom_used[arriving] != 0
     }
 
-    /// For a class of `port` whose XOFF bit is set in `xoff`: clears it if
-    /// the last pause expired upstream (ns-3's `paused` is off: no XON), or
-    /// if the class may resume, then with an XON in `pfc`.
-    fn check_resume(&mut self, xoff: &mut u8, port: PortId, class: u8, now: Nanos, alpha: f64, pfc: &mut Vec<PfcTransition>) {
-        let (i, k) = (port.index(), (class & 7) as usize);
-        if self.pause_until[i][k] <= now {
-            *xoff &= !(1 << k);
-        } else if self.may_resume(i, k, alpha) {
-            *xoff &= !(1 << k);
-            self.pause_until[i][k] = 0;
+    /// For a class of `port` (accounted in `ip`) whose XOFF bit is set:
+    /// clears it if the last pause expired upstream (ns-3's `paused` is
+    /// off: no XON), or if the class may resume, then with an XON in `pfc`.
+    fn check_resume(&self, ip: &mut IngressPort, port: PortId, class: u8, now: Nanos, alpha: f64, pfc: &mut Vec<PfcTransition>) {
+        let k = (class & 7) as usize;
+        if ip.pause_until[k] <= now {
+            ip.xoff &= !(1 << k);
+        } else if self.may_resume(ip, k, alpha) {
+            ip.xoff &= !(1 << k);
+            ip.pause_until[k] = 0;
             pfc.push(PfcTransition { port, class, pause: false });
         }
     }
 
     /// `GetResumeClasses` (dynamic threshold) for one class.
-    fn may_resume(&self, port: usize, class: usize, alpha: f64) -> bool {
-        let over = self.ingress_pg[port][class] as f64 - 2.0 * NS3_MTU as f64;
-        over < alpha * (self.ingress_limit as f64 - self.ingress_used as f64 - 16.0) && self.headroom_used[port][class] == 0
+    fn may_resume(&self, ip: &IngressPort, class: usize, alpha: f64) -> bool {
+        let over = ip.pg[class] as f64 - 2.0 * NS3_MTU as f64;
+        over < alpha * (self.ingress_limit as f64 - self.ingress_used as f64 - 16.0) && ip.headroom_used[class] == 0
     }
 }
 
@@ -676,8 +692,8 @@ impl Ns3Accounting {
 /// (the struct starts a cache line): the first line holds what every
 /// enqueue and dequeue reads (the ports, the buffer's use, the per-packet
 /// settings copied out of [`TmConfig`]), the second the egress threshold
-/// and the ingress (PFC) accounting, the next three the ns-3 model's
-/// accounting (unread without it); the configuration itself, read when the
+/// and the ingress (PFC) accounting, the third the ns-3 model's pool
+/// counters (unread without it); the configuration itself, read when the
 /// traffic manager is reconfigured or a pause changes, comes last. (Read
 /// from the configuration, a packet's settings were spread over four lines
 /// behind the masks and the ns-3 accounting, each missed on most packets:
@@ -705,14 +721,14 @@ pub struct TrafficManager {
     egress_alpha: f64,
     /// `cfg.pfc`'s α_in (0 without PFC).
     alpha_in: f64,
-    ingress_cells: Vec<[u64; 8]>,
-    xoff: Vec<u8>,
-    ns3: Option<Ns3Accounting>,
-    max_used_cells: u64,
+    /// Per port: its ingress (PFC) accounting.
+    ingress: Vec<IngressPort>,
     /// `cfg.queue_limit_packets`.
     queue_limit_packets: Option<u32>,
+    max_used_cells: u64,
     /// Priority levels that have queues (bit l: level l).
     levels: u8,
+    ns3: Option<Ns3Accounting>,
     level_mask: [u128; 8],
     class_mask: [u128; 8],
     cfg: TmConfig,
@@ -735,6 +751,11 @@ impl TrafficManager {
         }
         let total_cells = cfg.buffer_bytes / cfg.cell_bytes as u64;
         let levels = (0..8).filter(|&l| level_mask[l] != 0).fold(0u8, |m, l| m | 1 << l);
+        let mut ingress = vec![IngressPort::default(); ports];
+        let ns3 = match &cfg.buffer_model {
+            BufferModel::Tofino => None,
+            BufferModel::Ns3(m) => Some(Ns3Accounting::new(m, cfg.buffer_bytes, &mut ingress)),
+        };
         TrafficManager {
             cell_bytes: cfg.cell_bytes,
             queues_per_port: cfg.queues_per_port,
@@ -779,13 +800,9 @@ impl TrafficManager {
             class_mask,
             total_cells,
             used_cells: 0,
-            ingress_cells: vec![[0; 8]; ports],
-            xoff: vec![0; ports],
+            ingress,
             max_used_cells: 0,
-            ns3: match &cfg.buffer_model {
-                BufferModel::Tofino => None,
-                BufferModel::Ns3(m) => Some(Ns3Accounting::new(m, cfg.buffer_bytes, ports)),
-            },
+            ns3,
             cfg,
         }
     }
@@ -803,12 +820,15 @@ impl TrafficManager {
         self.lossless & (1 << (class & 7)) != 0
     }
 
-    fn xoff_threshold_cells(&self) -> u64 {
-        // (Called only for a lossless class, so with PFC configured.)
-        if self.lossless == 0 {
+    /// The cells an ingress port's class may hold before XOFF, with
+    /// `used` cells of `total` in use (the settings passed in, so that it
+    /// can be asked while a port's accounting is borrowed).
+    fn xoff_threshold_cells(lossless: u8, alpha_in: f64, total: u64, used: u64) -> u64 {
+        // (Asked only for a lossless class, so with PFC configured.)
+        if lossless == 0 {
             return u64::MAX;
         }
-        ((self.total_cells - self.used_cells.min(self.total_cells)) as f64 * self.alpha_in) as u64
+        ((total - used.min(total)) as f64 * alpha_in) as u64
     }
 
     /// Admits `frame` to `queue` of `port`. On success PFC transitions (XOFF)
@@ -886,7 +906,7 @@ impl TrafficManager {
                 return Err((DropReason::DynamicThreshold, frame));
             }
             if let Some(ip) = ingress_port.filter(|_| !control) {
-                if !n3.ingress_admits(ip.index(), (class & 7) as usize, len) {
+                if !n3.ingress_admits(&self.ingress[ip.index()], (class & 7) as usize, len) {
                     q.stats.drops_buffer_full += 1;
                     return Err((DropReason::BufferFull, frame));
                 }
@@ -924,19 +944,21 @@ impl TrafficManager {
         }
         // (Held outside the PFC accounting: counted at resume_queue.)
         if let Some(ip) = ingress_port.filter(|_| !ingress_pending) {
-            let c = &mut self.ingress_cells[ip.index()][class as usize];
+            let (mask, alpha_in, total, used) = (self.lossless, self.alpha_in, self.total_cells, self.used_cells);
+            let acc = &mut self.ingress[ip.index()];
+            let c = &mut acc.cells[class as usize];
             *c += cells as u64;
             let held = *c;
             match &mut self.ns3 {
                 None => {
-                    if lossless && self.xoff[ip.index()] & (1 << class) == 0 && held > self.xoff_threshold_cells() {
-                        self.xoff[ip.index()] |= 1 << class;
+                    if lossless && acc.xoff & (1 << class) == 0 && held > Self::xoff_threshold_cells(mask, alpha_in, total, used) {
+                        acc.xoff |= 1 << class;
                         pfc.push(PfcTransition { port: ip, class, pause: true });
                     }
                 }
                 Some(n3) if mmu_counted => {
-                    let (i, k) = (ip.index(), (class & 7) as usize);
-                    n3.admit_ingress(i, k, len);
+                    let k = (class & 7) as usize;
+                    n3.admit_ingress(acc, k, len);
                     // switch-node.cc `CheckAndSendPfc`, on every counted
                     // arrival: a pause for each class of the ingress port
                     // over the threshold (`GetPauseClasses`), then a resume
@@ -948,15 +970,15 @@ impl TrafficManager {
                     let (alpha, classes) = (self.alpha_in, self.lossless);
                     let mut paused_now = 0u8;
                     for c in 0..8u8 {
-                        if classes & (1 << c) != 0 && n3.should_pause(i, c as usize, k, alpha) {
-                            self.xoff[i] |= 1 << c;
+                        if classes & (1 << c) != 0 && n3.should_pause(acc, c as usize, k, alpha) {
+                            acc.xoff |= 1 << c;
                             paused_now |= 1 << c;
                             pfc.push(PfcTransition { port: ip, class: c, pause: true });
                         }
                     }
                     for c in 0..8u8 {
-                        if (self.xoff[i] & !paused_now) & (1 << c) != 0 {
-                            n3.check_resume(&mut self.xoff[i], ip, c, now, alpha, pfc);
+                        if (acc.xoff & !paused_now) & (1 << c) != 0 {
+                            n3.check_resume(acc, ip, c, now, alpha, pfc);
                         }
                     }
                 }
@@ -1269,7 +1291,7 @@ impl TrafficManager {
 
     /// Whether XOFF is currently asserted for `class` toward ingress `port`.
     pub fn xoff_asserted(&self, port: PortId, class: u8) -> bool {
-        self.xoff[port.index()] & (1 << (class & 7)) != 0
+        self.ingress[port.index()].xoff & (1 << (class & 7)) != 0
     }
 
     /// Pauses a queue from the data plane (advanced flow control, credit 1).
@@ -1311,7 +1333,7 @@ impl TrafficManager {
         for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
             pkt.ingress_pending = false;
             if let Some(ip) = pkt.ingress_port {
-                self.ingress_cells[ip.index()][pkt.pfc_class as usize] += pkt.cells as u64;
+                self.ingress[ip.index()].cells[pkt.pfc_class as usize] += pkt.cells as u64;
             }
         }
         self.ports[port.index()].held &= !(1u128 << queue.0);
@@ -1489,25 +1511,25 @@ impl TrafficManager {
             return;
         }
         let class = pkt.pfc_class;
-        let c = &mut self.ingress_cells[ip.index()][class as usize];
+        let (mask, alpha_in, total, used) = (self.lossless, self.alpha_in, self.total_cells, self.used_cells);
+        let acc = &mut self.ingress[ip.index()];
+        let c = &mut acc.cells[class as usize];
         *c -= pkt.cells as u64;
         let held = *c;
         match &mut self.ns3 {
             None => {
-                if self.xoff[ip.index()] & (1 << class) != 0 {
+                if acc.xoff & (1 << class) != 0 {
                     let delta = self.cfg.pfc.map(|p| p.xon_delta_bytes / self.cell_bytes as u64).unwrap_or(0);
-                    if held + delta <= self.xoff_threshold_cells() || held == 0 {
-                        self.xoff[ip.index()] &= !(1 << class);
+                    if held + delta <= Self::xoff_threshold_cells(mask, alpha_in, total, used) || held == 0 {
+                        acc.xoff &= !(1 << class);
                         pfc.push(PfcTransition { port: ip, class, pause: false });
                     }
                 }
             }
             Some(n3) if pkt.mmu_counted => {
-                let i = ip.index();
-                n3.release_ingress(i, (class & 7) as usize, pkt.frame.len() as u64);
-                if self.xoff[i] & (1 << (class & 7)) != 0 {
-                    let alpha = self.alpha_in;
-                    n3.check_resume(&mut self.xoff[i], ip, class, now, alpha, pfc);
+                n3.release_ingress(acc, (class & 7) as usize, pkt.frame.len() as u64);
+                if acc.xoff & (1 << (class & 7)) != 0 {
+                    n3.check_resume(acc, ip, class, now, alpha_in, pfc);
                 }
             }
             Some(_) => {}
@@ -1517,8 +1539,10 @@ impl TrafficManager {
     /// Records that a pause for `class` went out of `port` and holds the
     /// peer until `until` (the ns-3 model sends XON only before that).
     pub fn pfc_pause_sent(&mut self, port: PortId, class: u8, until: Nanos) {
-        if let Some(p) = self.ns3.as_mut().and_then(|n| n.pause_until.get_mut(port.index())) {
-            p[(class & 7) as usize] = until;
+        if self.ns3.is_some() {
+            if let Some(ip) = self.ingress.get_mut(port.index()) {
+                ip.pause_until[(class & 7) as usize] = until;
+            }
         }
     }
 
@@ -1586,7 +1610,7 @@ mod tests {
     /// second, the ns-3 model's pool counters on its third.
     #[test]
     fn a_packet_reads_the_first_two_lines_of_the_traffic_manager() {
-        use std::mem::{align_of, offset_of};
+        use std::mem::{align_of, offset_of, size_of};
         assert_eq!(align_of::<TrafficManager>(), 64);
         let first = [
             offset_of!(TrafficManager, ports),
@@ -1603,12 +1627,23 @@ mod tests {
         let second = [
             offset_of!(TrafficManager, egress_alpha),
             offset_of!(TrafficManager, alpha_in),
-            offset_of!(TrafficManager, ingress_cells),
-            offset_of!(TrafficManager, xoff),
+            offset_of!(TrafficManager, ingress),
+            offset_of!(TrafficManager, queue_limit_packets),
+            offset_of!(TrafficManager, max_used_cells),
+            offset_of!(TrafficManager, levels),
         ];
-        assert!(second.iter().all(|&o| (64..128).contains(&o)) && offset_of!(TrafficManager, xoff) + 24 <= 128, "{second:?}");
+        assert!(second.iter().all(|&o| (64..128).contains(&o)), "{second:?}");
         assert_eq!(offset_of!(TrafficManager, ns3), 128);
-        assert!(offset_of!(Ns3Accounting, ingress_pg) + 24 <= 64);
+        assert!(size_of::<Option<Ns3Accounting>>() <= 64);
+        // A port's accounting: the cells, the ns-3 bytes per class, its
+        // headroom and pauses sent each on a line; the XOFF bits, bytes and
+        // headroom limit on the last.
+        assert_eq!(align_of::<IngressPort>(), 64);
+        assert_eq!(
+            [offset_of!(IngressPort, pg), offset_of!(IngressPort, headroom_used), offset_of!(IngressPort, pause_until)],
+            [64, 128, 192]
+        );
+        assert!(offset_of!(IngressPort, headroom_limit) + 8 <= 5 * 64 && offset_of!(IngressPort, xoff) >= 4 * 64);
     }
 
     fn frame(len: usize) -> BytesMut {
