@@ -976,10 +976,13 @@ impl TrafficManager {
                             pfc.push(PfcTransition { port: ip, class: c, pause: true });
                         }
                     }
-                    for c in 0..8u8 {
-                        if (acc.xoff & !paused_now) & (1 << c) != 0 {
-                            n3.check_resume(acc, ip, c, now, alpha, pfc);
-                        }
+                    // (In class order, over the set bits only: a check
+                    // clears at most its own class's bit.)
+                    let mut paused_before = acc.xoff & !paused_now;
+                    while paused_before != 0 {
+                        let c = paused_before.trailing_zeros() as u8;
+                        paused_before &= paused_before - 1;
+                        n3.check_resume(acc, ip, c, now, alpha, pfc);
                     }
                 }
                 Some(_) => {}
