@@ -602,8 +602,8 @@ struct Ns3Accounting {
 const NS3_Q_MIN: u64 = NS3_MTU + 1;
 
 impl Ns3Accounting {
-    /// The accounting of a switch of `ports` ports, whose headroom it
-    /// writes into `ingress` (one per port).
+    /// The accounting of a switch whose ports' ingress accounting is
+    /// `ingress` (one per port); writes each port's headroom limit there.
     fn new(m: &Ns3Mmu, buffer: u64, ingress: &mut [IngressPort]) -> Self {
         for (i, ip) in ingress.iter_mut().enumerate() {
             ip.headroom_limit = m.headroom_bytes.get(i).copied().unwrap_or(0);
