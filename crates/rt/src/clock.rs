@@ -90,6 +90,39 @@ pub fn estimate_offset(samples: &[ClockSample]) -> Option<(i64, u64)> {
     Some(((best.remote as i128 - mid) as i64, (best.received - best.sent) / 2))
 }
 
+/// When the clock-offset estimation has probed enough. A probe's round
+/// trip is its error bound, and on a loaded machine every probe of a short
+/// burst can wait behind the same busy core (a burst of 16 on a CI machine
+/// starting three emu-nodes on two cores: a best round trip of 211 us where
+/// 90 us was usual). So after a burst of [`CLOCK_PROBE_BURST`] the
+/// orchestrator keeps probing, one probe a millisecond, until the best round
+/// trip is short ([`CLOCK_GOOD_ROUND_TRIP_NS`]), or has not improved by a
+/// tenth for [`CLOCK_SETTLE_NS`], or [`CLOCK_PROBING_MAX_NS`] have passed.
+pub fn probing_done(samples: &[ClockSample]) -> bool {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else { return false };
+    if samples.len() < CLOCK_PROBE_BURST {
+        return false;
+    }
+    if last.received.saturating_sub(first.sent) >= CLOCK_PROBING_MAX_NS {
+        return true;
+    }
+    let valid = || samples.iter().filter(|s| s.received >= s.sent);
+    let Some(best) = valid().map(|s| s.received - s.sent).min() else { return false };
+    // The first probe already within a tenth of the best: since then, no
+    // improvement worth waiting for.
+    let settled_at = valid().find(|s| (s.received - s.sent) * 10 <= best * 11).map_or(last.received, |s| s.received);
+    best <= CLOCK_GOOD_ROUND_TRIP_NS || last.received.saturating_sub(settled_at) >= CLOCK_SETTLE_NS
+}
+
+/// Probes sent back to back before [`probing_done`] is asked.
+pub const CLOCK_PROBE_BURST: usize = 16;
+/// A round trip short enough to stop probing at once (an offset within 20 us).
+pub const CLOCK_GOOD_ROUND_TRIP_NS: u64 = 40_000;
+/// How long the best round trip must stay within a tenth to stop probing.
+pub const CLOCK_SETTLE_NS: u64 = 50_000_000;
+/// Probing stops after this long, whatever the round trips.
+pub const CLOCK_PROBING_MAX_NS: u64 = 250_000_000;
+
 /// The fabric's time: monotonic nanoseconds since the fabric epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FabricClock {
@@ -413,6 +446,41 @@ mod tests {
         assert_eq!(estimate_offset(&[]), None);
         // A clock behind gives a negative offset.
         assert_eq!(estimate_offset(&[ClockSample { sent: 10_000, remote: 4_000, received: 10_020 }]), Some((-6_010, 10)));
+    }
+
+    #[test]
+    fn probing_goes_on_while_the_best_round_trip_keeps_improving() {
+        let ms = 1_000_000u64;
+        // A sample at `t` ms with round trip `rtt` ns.
+        let at = |t: u64, rtt: u64| ClockSample { sent: t * ms, remote: 0, received: t * ms + rtt };
+        // A loaded burst: 16 round trips of 200 us.
+        let mut samples: Vec<_> = (0..16).map(|i| at(i / 4, 200_000)).collect();
+        assert!(!probing_done(&samples[..15]), "never fewer than a burst");
+        assert!(!probing_done(&samples), "200 us, just measured: go on");
+        // The load passes: 90 us at 10 ms, then nothing better.
+        samples.push(at(10, 90_000));
+        for t in 11..60 {
+            samples.push(at(t, 95_000));
+            assert!(!probing_done(&samples), "{t} ms: not settled yet");
+        }
+        samples.push(at(60, 95_000));
+        assert!(probing_done(&samples), "50 ms within a tenth of the best");
+        // A short round trip ends it at once.
+        let mut quiet: Vec<_> = (0..15).map(|i| at(i, 100_000)).collect();
+        quiet.push(at(15, 30_000));
+        assert!(probing_done(&quiet));
+        // Improving for ever (an improvement of a tenth every 40 ms) still
+        // ends at the cap.
+        let mut drifting: Vec<_> = (0..16).map(|_| at(0, 1_000_000)).collect();
+        let mut rtt = 1_000_000u64;
+        for t in 1..=250 {
+            if t % 40 == 0 {
+                rtt = rtt * 8 / 10;
+            }
+            assert!(!probing_done(&drifting), "{t} ms");
+            drifting.push(at(t, rtt));
+        }
+        assert!(probing_done(&drifting), "the cap");
     }
 
     fn rt() -> tokio::runtime::Runtime {

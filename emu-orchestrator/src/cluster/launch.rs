@@ -431,14 +431,15 @@ fn load_identity(dir: &Path) -> Result<(FabricIdentity, String), FabricError> {
     Ok((identity, token))
 }
 
-/// Clock probes per process on another machine.
-const CLOCK_PROBES: usize = 16;
-
 /// Estimates an emu-node's clock offset over its control stream
-/// ([`emu_node::clock::estimate_offset`] of [`CLOCK_PROBES`] exchanges).
+/// ([`emu_node::clock::estimate_offset`] of the exchanges, a burst and then
+/// one a millisecond until [`emu_node::clock::probing_done`]).
 async fn estimate_clock_offset(tx: &mut quinn::SendStream, rx: &mut quinn::RecvStream) -> Result<(i64, u64), FabricError> {
-    let mut samples = Vec::with_capacity(CLOCK_PROBES);
-    for _ in 0..CLOCK_PROBES {
+    let mut samples = Vec::with_capacity(emu_node::clock::CLOCK_PROBE_BURST);
+    while !emu_node::clock::probing_done(&samples) {
+        if samples.len() >= emu_node::clock::CLOCK_PROBE_BURST {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         let sent = emu_node::clock::monotonic_ns();
         control::send(tx, &ToNode::ClockProbe { sent }).await?;
         match control::recv::<ToOrchestrator>(rx).await? {
