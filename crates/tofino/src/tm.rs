@@ -513,6 +513,9 @@ struct PortState {
     rr: [u8; 8],
     /// PFC watchdog: classes in a storm, as last updated at a dequeue.
     storm: u8,
+    /// Classes whose `pfc_paused_until` is not 0 (a pause received and not
+    /// resumed, expired or not): the only ones a pause check reads.
+    pfc_classes: u8,
     /// Per PFC class: paused by a received pause frame until this time.
     pfc_paused_until: [Nanos; 8],
     /// Per PFC class: when its current unbroken pause began.
@@ -596,6 +599,19 @@ struct Ns3Accounting {
     ingress_limit: u64,
     /// `m_op_buffer_shared_limit_cell`: buffer − ports × 8 MTU.
     egress_limit: u64,
+}
+
+/// The set bits of `mask`, lowest first (the classes of a class mask, in
+/// class order).
+#[inline(always)]
+fn bits(mut mask: u8) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let c = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            c
+        })
+    })
 }
 
 /// `m_q_min_cell`: bytes of a queue not counted as shared.
@@ -787,6 +803,7 @@ impl TrafficManager {
                     held: 0,
                     paused: 0,
                     pfc_paused_until: [0; 8],
+                    pfc_classes: 0,
                     pfc_any_until: 0,
                     pfc_since: [0; 8],
                     pfc_last_rx: [0; 8],
@@ -805,6 +822,14 @@ impl TrafficManager {
             ns3,
             cfg,
         }
+    }
+
+    /// Whether [`TrafficManager::pass_through`] can do anything but hand
+    /// the frame back: not with the ns-3 buffer model (every packet is
+    /// queued, as in ns-3) unless a PFC watchdog may drop it there.
+    #[inline(always)]
+    pub fn may_pass_through(&self) -> bool {
+        self.ns3.is_none() || self.watchdog
     }
 
     /// The configuration.
@@ -969,8 +994,8 @@ impl TrafficManager {
                     // except when another class's headroom paused it.)
                     let (alpha, classes) = (self.alpha_in, self.lossless);
                     let mut paused_now = 0u8;
-                    for c in 0..8u8 {
-                        if classes & (1 << c) != 0 && n3.should_pause(acc, c as usize, k, alpha) {
+                    for c in bits(classes).map(|c| c as u8) {
+                        if n3.should_pause(acc, c as usize, k, alpha) {
                             acc.xoff |= 1 << c;
                             paused_now |= 1 << c;
                             pfc.push(PfcTransition { port: ip, class: c, pause: true });
@@ -1183,7 +1208,7 @@ impl TrafficManager {
     /// Queues blocked by received PFC pauses at `now`, but for the classes
     /// in `storms` (the watchdog ignores or drops their pauses).
     fn pfc_blocked(class_mask: &[u128; 8], p: &PortState, now: Nanos, storms: u8) -> u128 {
-        (0..8).filter(|&c| p.pfc_paused_until[c] > now && storms & (1 << c) == 0).fold(0, |m, c| m | class_mask[c])
+        bits(p.pfc_classes & !storms).filter(|&c| p.pfc_paused_until[c] > now).fold(0, |m, c| m | class_mask[c])
     }
 
     /// The PFC classes of `p` in a storm at `now` ([`PfcWatchdog`]): paused
@@ -1191,7 +1216,7 @@ impl TrafficManager {
     /// and paused again within the restoration time.
     fn storms(wd: Option<&PfcWatchdog>, p: &PortState, now: Nanos) -> u8 {
         let Some(wd) = wd else { return 0 };
-        (0..8)
+        bits(p.pfc_classes | p.storm)
             .filter(|&c| {
                 let detected = p.pfc_paused_until[c] > now && now.saturating_sub(p.pfc_since[c]) >= wd.detect_ns;
                 let lasting = p.storm & (1 << c) != 0 && now.saturating_sub(p.pfc_last_rx[c]) < wd.restore_ns;
@@ -1256,7 +1281,7 @@ impl TrafficManager {
         }
         let waiting = p.nonempty & !p.held;
         let detect = self.cfg.pfc_watchdog.map(|w| w.detect_ns);
-        (0..8)
+        bits(p.pfc_classes)
             .filter(|&c| p.pfc_paused_until[c] > now && waiting & self.class_mask[c] != 0)
             .map(|c| match detect {
                 Some(d) => p.pfc_paused_until[c].min(p.pfc_since[c].saturating_add(d).max(now + 1)),
@@ -1284,6 +1309,11 @@ impl TrafficManager {
             p.pfc_last_rx[c] = now;
         }
         p.pfc_paused_until[c] = until;
+        if until == 0 {
+            p.pfc_classes &= !(1 << c);
+        } else {
+            p.pfc_classes |= 1 << c;
+        }
         p.pfc_any_until = p.pfc_paused_until.iter().copied().max().unwrap_or(0);
     }
 

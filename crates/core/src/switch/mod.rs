@@ -1334,7 +1334,13 @@ impl Switch {
         // Cut-through fast path: an idle front-panel port with nothing queued
         // sends the packet at once; the TM accounts it as enqueued and
         // dequeued (same counters, same RED decision) without buffering it.
-        if port.index() < self.ports.len() && !self.ports[port.index()].is_busy(now) && self.ports[port.index()].mac_control.is_empty() {
+        // (Not with the ns-3 buffer model, which queues every packet: then
+        // the traffic manager is not asked.)
+        if port.index() < self.ports.len()
+            && self.tm.may_pass_through()
+            && !self.ports[port.index()].is_busy(now)
+            && self.ports[port.index()].mac_control.is_empty()
+        {
             // Matched in place: moving the packet out of the result copies
             // it 16 bytes at a time right after the traffic manager wrote
             // it a field at a time (a store the CPU cannot forward).
