@@ -533,6 +533,24 @@ pub enum PassThrough {
     Dropped(BytesMut),
 }
 
+/// What [`TrafficManager::arrive_idle`] did with a packet it took.
+#[derive(Debug)]
+pub enum IdleArrival {
+    /// Accounted as queued: for [`TrafficManager::depart_idle`] at once.
+    Accepted(IdlePacket),
+    /// Dropped by the admission checks (counted).
+    Dropped(DropReason, BytesMut),
+}
+
+/// A packet accounted as queued by [`TrafficManager::arrive_idle`] and
+/// not stored: it must go to [`TrafficManager::depart_idle`].
+#[derive(Debug)]
+#[must_use = "an accepted packet counts as queued until it departs"]
+pub struct IdlePacket {
+    pkt: QueuedPacket,
+    queue: u8,
+}
+
 /// A PFC transition the switch must announce upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PfcTransition {
@@ -892,6 +910,39 @@ impl TrafficManager {
         pfc: &mut Vec<PfcTransition>,
     ) -> Result<(), (DropReason, BytesMut)> {
         let qi = (queue.0 as usize).min(self.queues_per_port as usize - 1);
+        let control = qi == self.queues_per_port as usize - 1;
+        let p = &mut self.ports[port.index()];
+        if self.ns3.is_some() && p.paused & (1u128 << qi) != 0 && !control {
+            // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
+            // the VOQ holds the packet outside the MMU, no check, no count.
+            let q = &mut p.queues[qi];
+            q.voq_bytes += frame.len() as u64;
+            q.voq.push_back(VoqPacket { frame, arrival, bridged });
+            return Ok(());
+        }
+        let pkt = self.account_arrival(now, port, qi, frame, arrival, bridged, pfc)?;
+        self.ports[port.index()].queues[qi].pkts.push_back(pkt);
+        Ok(())
+    }
+
+    /// Everything [`TrafficManager::enqueue_bridged`] does to a packet
+    /// that is not held in a VOQ but storing it: the watchdog, the
+    /// admission checks, the counters, the buffer and ingress (PFC)
+    /// accounting with its transitions. The packet returned counts as
+    /// queued in queue `qi` of `port` (its bytes, its cells, the port's
+    /// non-empty bit) until it is stored or departs.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn account_arrival(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        qi: usize,
+        frame: BytesMut,
+        arrival: Option<Arrival>,
+        bridged: u32,
+        pfc: &mut Vec<PfcTransition>,
+    ) -> Result<QueuedPacket, (DropReason, BytesMut)> {
         let class = arrival.map_or_else(|| self.queues[qi].pfc_class, |a| a.cos & 7);
         let ingress_port = arrival.map(|a| a.port);
         if self.watchdog_drops(now, port, qi) {
@@ -906,13 +957,6 @@ impl TrafficManager {
         let p = &mut self.ports[port.index()];
         let queue_paused = p.paused & (1u128 << qi) != 0;
         let q = &mut p.queues[qi];
-        if self.ns3.is_some() && queue_paused && !control {
-            // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
-            // the VOQ holds the packet outside the MMU, no check, no count.
-            q.voq_bytes += len;
-            q.voq.push_back(VoqPacket { frame, arrival, bridged });
-            return Ok(());
-        }
         // Within the queue's guaranteed minimum: the MIN pool, no shared check.
         let from_min = q.min_used_cells + cells as u64 <= q.gmin_cells;
         if !from_min && cells as u64 > free {
@@ -949,7 +993,7 @@ impl TrafficManager {
         let depth_after = q.bytes;
         p.bytes += len;
         p.nonempty |= 1u128 << qi;
-        q.pkts.push_back(QueuedPacket {
+        let pkt = QueuedPacket {
             frame,
             ingress_port,
             pfc_class: class,
@@ -960,7 +1004,7 @@ impl TrafficManager {
             mmu_counted,
             ingress_pending,
             from_min,
-        });
+        };
         if from_min {
             q.min_used_cells += cells as u64;
         } else {
@@ -1016,7 +1060,63 @@ impl TrafficManager {
         if let Some(n3) = self.ns3.as_mut().filter(|_| mmu_counted) {
             n3.egress_change(enq_depth, depth_after);
         }
-        Ok(())
+        Ok(pkt)
+    }
+
+    /// With the ns-3 buffer model (which queues every packet), the first
+    /// half of a packet that finds `port` idle: if the port holds no packet
+    /// at all, the queue may send (not paused by the pipeline, no received
+    /// pause on the port) and there is no PFC watchdog, the packet is
+    /// accounted exactly as [`TrafficManager::enqueue_bridged`] would
+    /// (counters, buffer and ingress accounting, pause transitions in
+    /// `pfc`) but not stored: the caller sends the transitions and then
+    /// hands the packet to [`TrafficManager::depart_idle`] at the same
+    /// instant, with nothing else asked of this port in between, which
+    /// does what [`TrafficManager::dequeue`] would do with the one packet
+    /// of the port. The pair changes the state as enqueue and dequeue do
+    /// (tested), without the queue's ring and the scheduler. Otherwise the
+    /// frame is handed back for [`TrafficManager::enqueue_bridged`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn arrive_idle(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        queue: QueueId,
+        frame: BytesMut,
+        arrival: Option<Arrival>,
+        bridged: u32,
+        pfc: &mut Vec<PfcTransition>,
+    ) -> Result<IdleArrival, BytesMut> {
+        let qi = (queue.0 as usize).min(self.queues_per_port as usize - 1);
+        match self.ports.get(port.index()) {
+            Some(p)
+                if self.ns3.is_some()
+                    && !self.watchdog
+                    && p.nonempty == 0
+                    && (p.paused | p.held) & (1u128 << qi) == 0
+                    && p.pfc_any_until <= now => {}
+            _ => return Err(frame),
+        }
+        Ok(match self.account_arrival(now, port, qi, frame, arrival, bridged, pfc) {
+            Ok(pkt) => IdleArrival::Accepted(IdlePacket { pkt, queue: qi as u8 }),
+            Err((reason, frame)) => IdleArrival::Dropped(reason, frame),
+        })
+    }
+
+    /// The second half of [`TrafficManager::arrive_idle`]: the packet
+    /// leaves `port` as [`TrafficManager::dequeue`] would have taken it
+    /// (the only packet of the port, its queue chosen at once).
+    pub fn depart_idle(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        idle: IdlePacket,
+        rng: &mut impl Rng,
+        pfc: &mut Vec<PfcTransition>,
+    ) -> Dequeued {
+        let qi = idle.queue as usize;
+        let deq_depth = self.ports[port.index()].queues[qi].bytes;
+        self.account_departure(now, port, qi, idle.pkt, deq_depth, rng, pfc)
     }
 
     /// Cut-through: if `port` holds no packet at all and `queue` may send
@@ -1165,6 +1265,28 @@ impl TrafficManager {
         for next in q.pkts.iter().take(2) {
             weft_wire::hint::prefetch(next);
         }
+        Some(self.account_departure(now, port, qi, pkt, deq_depth, rng, pfc))
+    }
+
+    /// Everything [`TrafficManager::dequeue`] does to the packet it took
+    /// out of queue `qi` of `port` (which held `deq_depth` bytes with it):
+    /// the counters, the queue's and port's bytes, the scheduler's state
+    /// of a queue left empty, the leak of a paused queue, the RED decision,
+    /// the buffer and ingress accounting with its transitions.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn account_departure(
+        &mut self,
+        now: Nanos,
+        port: PortId,
+        qi: usize,
+        pkt: QueuedPacket,
+        deq_depth: u64,
+        rng: &mut impl Rng,
+        pfc: &mut Vec<PfcTransition>,
+    ) -> Dequeued {
+        let p = &mut self.ports[port.index()];
+        let q = &mut p.queues[qi];
         let len = pkt.frame.len() as u64;
         q.bytes -= len;
         q.cells -= pkt.cells as u64;
@@ -1202,7 +1324,7 @@ impl TrafficManager {
             None => false,
         };
         self.release(now, &pkt, pfc);
-        Some(Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth })
+        Dequeued { pkt, queue: QueueId(qi as u8), mark_ce, deq_depth }
     }
 
     /// Queues blocked by received PFC pauses at `now`, but for the classes
@@ -1879,6 +2001,100 @@ mod tests {
         cfg.pfc = Some(PfcConfig { classes: 1, alpha_in: 1.0 / 16.0, xon_delta_bytes: 3000, pause_quanta: 977, pause_ns: None });
         cfg.buffer_model = BufferModel::Ns3(Ns3Mmu { headroom_bytes: vec![Ns3Mmu::headroom_for(100_000_000_000, 1000); 4] });
         tm(cfg)
+    }
+
+    /// With the ns-3 model, a packet for an idle port taken through
+    /// `arrive_idle` and `depart_idle` does to the traffic manager what an
+    /// enqueue and the dequeue that takes it do: the same packet out, the
+    /// same transitions, the same state (every field, compared through
+    /// `Debug`), over random traffic with pauses sent and received,
+    /// resumes, RED marks and drops.
+    #[test]
+    fn ns3_an_idle_ports_packet_without_the_queue_is_an_enqueue_and_its_dequeue() {
+        let red = RedConfig { kmin_bytes: 0, kmax_bytes: 60_000, pmax: 0.5 };
+        let (mut a, mut b) = (ns3_tm(Some(red)), ns3_tm(Some(red)));
+        let (mut rng_a, mut rng_b) = (ChaCha8Rng::seed_from_u64(3), ChaCha8Rng::seed_from_u64(3));
+        let (mut pfc_a, mut pfc_b) = (vec![], vec![]);
+        let mut x: u64 = 11;
+        let mut now = 0;
+        let (mut fused, mut dropped, mut queued) = (0, 0, 0);
+        // The pauses a switch sends for the transitions (`emit_pfc`).
+        let send = |t: &mut TrafficManager, pfc: &mut Vec<PfcTransition>, now: Nanos| {
+            for tr in pfc.drain(..).filter(|tr| tr.pause) {
+                t.pfc_pause_sent(tr.port, tr.class, now + 3_000);
+            }
+        };
+        for step in 0..40_000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            now += (x >> 58) * 10;
+            // Ports 0 and 1 take most arrivals and, every other phase of
+            // 4 000 steps, no departures (the pool fills: drops); ports 2
+            // and 3 are mostly idle.
+            let filling = (step / 4_000) % 2 == 1;
+            let op = (x >> 40) % 16;
+            let busy = (x >> 20) % 10 < 7 && (op < 10 || !filling);
+            let egress = PortId(((x >> 18) % 2 + if busy { 0 } else { 2 }) as u16);
+            match op {
+                // Arrivals, mostly to ports 0 and 1 from ports 2 and 3.
+                0..=9 => {
+                    let ingress = PortId(((x >> 24) % 4) as u16);
+                    if ingress == egress {
+                        continue;
+                    }
+                    let queue = QueueId([0, 0, 0, 1, 7][((x >> 28) % 5) as usize]);
+                    let arrival = Some(Arrival { port: ingress, cos: [0, 0, 3][((x >> 32) % 3) as usize] });
+                    let mut f = frame(if filling { 1400 } else { 64 } + ((x >> 44) % 101) as usize * if filling { 1 } else { 14 });
+                    f[..4].copy_from_slice(&step.to_be_bytes());
+                    let out_a = match a.arrive_idle(now, egress, queue, f.clone(), arrival, step, &mut pfc_a) {
+                        Ok(IdleArrival::Accepted(idle)) => {
+                            fused += 1;
+                            send(&mut a, &mut pfc_a, now);
+                            let d = a.depart_idle(now, egress, idle, &mut rng_a, &mut pfc_a);
+                            Some(Some(format!("{d:?}")))
+                        }
+                        Ok(IdleArrival::Dropped(..)) => {
+                            dropped += 1;
+                            Some(None)
+                        }
+                        Err(f) => {
+                            queued += 1;
+                            let _ = a.enqueue_bridged(now, egress, queue, f, arrival, step, &mut pfc_a);
+                            None
+                        }
+                    };
+                    let admitted = b.enqueue_bridged(now, egress, queue, f, arrival, step, &mut pfc_b).is_ok();
+                    if let Some(out_a) = out_a {
+                        send(&mut b, &mut pfc_b, now);
+                        assert_eq!(out_a.is_some(), admitted, "step {step}");
+                        let d = b.dequeue(now, egress, &mut rng_b, &mut pfc_b).map(|d| format!("{d:?}"));
+                        assert_eq!(out_a, d, "step {step}");
+                    }
+                }
+                // Departures, received pauses and resumes.
+                10..=14 => {
+                    let da = a.dequeue(now, egress, &mut rng_a, &mut pfc_a).map(|d| format!("{d:?}"));
+                    let db = b.dequeue(now, egress, &mut rng_b, &mut pfc_b).map(|d| format!("{d:?}"));
+                    assert_eq!(da, db, "step {step}");
+                }
+                _ => {
+                    let until = if (x >> 50).is_multiple_of(2) { 0 } else { now + 2_000 };
+                    a.pfc_receive(now, egress, 0, until);
+                    b.pfc_receive(now, egress, 0, until);
+                }
+            }
+            assert_eq!(pfc_a, pfc_b, "step {step}");
+            send(&mut a, &mut pfc_a, now);
+            send(&mut b, &mut pfc_b, now);
+            if step % 256 == 0 {
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "step {step}");
+            }
+        }
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert!(
+            fused > 1_000 && dropped > 0 && queued > 1_000,
+            "{fused} taken at once, {dropped} dropped, {queued} queued, max {}",
+            a.max_used_bytes()
+        );
     }
 
     #[test]

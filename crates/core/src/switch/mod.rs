@@ -48,7 +48,7 @@ use weft_tofino::program::{
 };
 use weft_tofino::registers::PassState;
 use weft_tofino::tables::{TableFile, TableId};
-use weft_tofino::tm::{Arrival, Dequeued, PassThrough, PfcTransition, QueueStats};
+use weft_tofino::tm::{Arrival, Dequeued, IdleArrival, PassThrough, PfcTransition, QueueStats};
 use weft_tofino::{
     Gress, IngressCx, Program, ProgramError, RegisterFile, ResourceError, ResourceUsage, TargetProfile, TmConfig, TrafficManager,
 };
@@ -1334,13 +1334,17 @@ impl Switch {
         // Cut-through fast path: an idle front-panel port with nothing queued
         // sends the packet at once; the TM accounts it as enqueued and
         // dequeued (same counters, same RED decision) without buffering it.
-        // (Not with the ns-3 buffer model, which queues every packet: then
-        // the traffic manager is not asked.)
-        if port.index() < self.ports.len()
-            && self.tm.may_pass_through()
-            && !self.ports[port.index()].is_busy(now)
-            && self.ports[port.index()].mac_control.is_empty()
-        {
+        // With the ns-3 buffer model, which queues every packet, the same
+        // port takes it through the ns-3 accounting without the queue
+        // ([`Switch::enqueue_idle`]), unless it came in on that port (its
+        // pauses would go out ahead of it).
+        if port.index() < self.ports.len() && !self.ports[port.index()].is_busy(now) && self.ports[port.index()].mac_control.is_empty() {
+            if !self.tm.may_pass_through() {
+                if arrival.is_none_or(|a| a.port != port) {
+                    return self.enqueue_idle(now, a, frame, out);
+                }
+                return self.enqueue_slow(now, a, frame, out);
+            }
             // Matched in place: moving the packet out of the result copies
             // it 16 bytes at a time right after the traffic manager wrote
             // it a field at a time (a store the CPU cannot forward).
@@ -1357,6 +1361,33 @@ impl Switch {
             }
         }
         self.enqueue_slow(now, a, frame, out);
+    }
+
+    /// With the ns-3 buffer model, a packet for an idle front-panel port
+    /// (nothing queued or being sent, no pause frame waiting; not the port
+    /// it came in on): what [`Switch::enqueue_slow`] and [`Switch::kick`]
+    /// do with it, in their order, without storing it
+    /// ([`TrafficManager::arrive_idle`]): accounted as queued, the pauses
+    /// that caused sent (out of its ingress port, so this port stays idle
+    /// and the packet is the one a dequeue would take), then accounted as
+    /// dequeued, sent, and the resumes its departure caused sent.
+    fn enqueue_idle(&mut self, now: Nanos, a: Admission, frame: BytesMut, out: &mut Vec<Transmit>) {
+        let Admission { port, queue, arrival, bridged } = a;
+        let mut pfc = std::mem::take(&mut self.pfc_scratch);
+        match self.tm.arrive_idle(now, port, queue, frame, arrival, bridged, &mut pfc) {
+            Ok(IdleArrival::Accepted(idle)) => {
+                self.emit_pfc(now, &mut pfc, out);
+                let mut d = self.tm.depart_idle(now, port, idle, &mut self.rng, &mut pfc);
+                self.depart(now, port, &mut d, out);
+                self.emit_pfc(now, &mut pfc, out);
+            }
+            Ok(IdleArrival::Dropped(..)) => self.counters.drop_tm += 1,
+            Err(frame) => {
+                self.pfc_scratch = pfc;
+                return self.enqueue_slow(now, a, frame, out);
+            }
+        }
+        self.pfc_scratch = pfc;
     }
 
     /// Admits `frame` to the traffic manager and kicks the port.
