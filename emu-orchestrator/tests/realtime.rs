@@ -331,6 +331,25 @@ fn until_a_round_holds<T>(rounds: usize, mut round: impl FnMut(usize) -> (T, boo
     }
 }
 
+/// Rounds of 40 pings from h0 to `to` (`until_a_round_holds`, at most 3):
+/// frames are held until due, so no round is faster than the configured
+/// round trip `expected_ms`; the median of the last round must be within
+/// 10 % + `RTT_CONSTANT_MS` of it (a stall of a shared CI machine lasts a
+/// round, a slowdown of weft's own fails all three). Returns the last
+/// round's RTTs, sorted.
+fn ping_rounds_within(f: &Fabric, to: &str, expected_ms: f64, what: &str) -> Vec<f64> {
+    let bound = expected_ms * 1.1 + RTT_CONSTANT_MS;
+    let rtts = until_a_round_holds(3, |round| {
+        let rtts = ping_rtts(f, "h0", to, 40);
+        let median = rtts[rtts.len() / 2];
+        eprintln!("round {round}: {what}: min {:.3} ms, median {median:.3} ms, configured {expected_ms:.3} ms", rtts[0]);
+        assert!(rtts[0] >= as_ping_prints(expected_ms), "{what}: RTT {} ms below the configured {expected_ms} ms", rtts[0]);
+        (rtts, median <= bound)
+    });
+    assert!(rtts[rtts.len() / 2] <= bound, "{what}: median RTT above {bound} ms in 3 rounds, the last {rtts:?}");
+    rtts
+}
+
 /// Added round-trip latency of the emulation beyond configured delay and
 /// serialization on this 2-core VM (kernel ping, TAP, wake-ups of the
 /// emu-node processes); documented in README and BENCHMARKS.md.
@@ -350,20 +369,7 @@ fn ping_rtt_matches_configured_delay_and_serialization() {
     let per_hop_ms = (link.delay + link.rate.serialization_ns(frame)) as f64 / 1e6;
     let expected = 8.0 * per_hop_ms;
     let f = Fabric::up("leaf-spine-2x4-rt", &["--nodes", "3"]);
-    // Rounds of 40 pings (`until_a_round_holds`): frames are held until due,
-    // so every round is never faster than the configured path; the median of
-    // the last round must be within the bound (a stall of a shared CI machine
-    // lasts a round, a slowdown of weft's own fails all three).
-    let bound = expected * 1.1 + RTT_CONSTANT_MS;
-    let base = until_a_round_holds(3, |round| {
-        let rtts = ping_rtts(&f, "h0", "10.0.1.2", 40);
-        let median = rtts[rtts.len() / 2];
-        eprintln!("round {round}: ping h0 -> h8: min {:.3} ms, median {median:.3} ms, configured path {expected:.3} ms", rtts[0]);
-        assert!(rtts[0] >= as_ping_prints(expected), "RTT {} ms below the configured {expected} ms", rtts[0]);
-        (rtts, median <= bound)
-    });
-    let median = base[base.len() / 2];
-    assert!(median <= bound, "median RTT {median} ms > {expected} ms + 10 % + {RTT_CONSTANT_MS} ms in 3 rounds, the last {base:?}");
+    let base = ping_rounds_within(&f, "10.0.1.2", expected, "ping h0 -> h8");
     // A host of the same leaf and /24 (on-link for the kernel) answers too:
     // the ToR does proxy ARP and routes.
     let local = ping_rtts(&f, "h0", "10.0.0.3", 10);
@@ -385,24 +391,8 @@ fn ping_rtt_matches_configured_delay_and_serialization() {
     assert!(tap_frames >= 50.0, "weft_tap_rx_frames_total of h0: {tap_frames} after 50 pings");
     // +2 ms on one link of the path: the same bounds around a path 4 ms longer.
     f.ok(&["link", "h8-leaf1", "delay", "2010us"]);
-    let slow_expected = expected + 4.0;
-    let slow_bound = slow_expected * 1.1 + RTT_CONSTANT_MS;
-    let slow = until_a_round_holds(3, |round| {
-        let rtts = ping_rtts(&f, "h0", "10.0.1.2", 40);
-        let median = rtts[rtts.len() / 2];
-        eprintln!(
-            "round {round}: with +2 ms on h8-leaf1: min {:.3} ms, median {median:.3} ms, configured {slow_expected:.3} ms (added by minima {:.3} ms)",
-            rtts[0],
-            rtts[0] - base[0]
-        );
-        assert!(rtts[0] >= slow_expected, "RTT {} ms below the configured {slow_expected} ms", rtts[0]);
-        (rtts, median <= slow_bound)
-    });
-    let slow_median = slow[slow.len() / 2];
-    assert!(
-        slow_median <= slow_bound,
-        "median RTT {slow_median} ms > {slow_expected} ms + 10 % + {RTT_CONSTANT_MS} ms in 3 rounds, the last {slow:?}"
-    );
+    let slow = ping_rounds_within(&f, "10.0.1.2", expected + 4.0, "with +2 ms on h8-leaf1");
+    eprintln!("added by minima {:.3} ms", slow[0] - base[0]);
     // The faithfulness report: per process, per late node, and a warning
     // exactly when a node's p99 lateness exceeded the smallest link delay
     // (whether it does depends on the machine: on this 2-core VM an idle
@@ -1454,18 +1444,7 @@ fn a_fabric_over_three_machines_through_ssh_carries_tcp_and_reports_a_lost_machi
     let topo = emu_orchestrator::config::topology::Topology::load("leaf-spine-2x4-rt").expect("topology");
     let link = &topo.fabric.links[0];
     let expected = 8.0 * (link.delay + link.rate.serialization_ns(98)) as f64 / 1e6;
-    let bound = expected * 1.1 + RTT_CONSTANT_MS;
-    let rtts = until_a_round_holds(3, |round| {
-        let rtts = ping_rtts(&f, "h0", "10.0.1.2", 40);
-        let median = rtts[rtts.len() / 2];
-        eprintln!(
-            "round {round}: ping h0 -> h8 across machines: min {:.3} ms, median {median:.3} ms, configured {expected:.3} ms",
-            rtts[0]
-        );
-        assert!(rtts[0] >= as_ping_prints(expected), "never below the configured RTT {expected} ms: {rtts:?}");
-        (rtts, median <= bound)
-    });
-    assert!(rtts[rtts.len() / 2] <= bound, "median RTT above {bound} ms in 3 rounds, the last {rtts:?}");
+    ping_rounds_within(&f, "10.0.1.2", expected, "ping h0 -> h8 across machines");
     // Kill the emu-node on m3 (the spines): reported within 2 s.
     let t0 = Instant::now();
     // SAFETY: killing an emu-node this test started.
