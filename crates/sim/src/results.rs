@@ -688,7 +688,7 @@ impl SlowdownReport {
 /// The name of the host with address `dst`, and the base FCT
 /// ([`fct::base_fct`]) and the authors' ideal FCT ([`fct::ns3_ideal_fct`])
 /// of the frames `frames()` yields, sent from host node `src` to it.
-pub(crate) fn dst_and_ideals<I: Iterator<Item = usize>>(
+pub(crate) fn dst_and_ideals<I: Iterator<Item = usize> + Clone>(
     paths: &mut Paths<'_>,
     names: &[Arc<str>],
     src: usize,
