@@ -500,9 +500,42 @@ pub struct RoceHost {
     rto_floor: Nanos,
     /// A QP may have finished since `started` was last pruned.
     maybe_done: bool,
+    /// The QPs acknowledgments came for last, by QP number.
+    recent_qps: RecentQps,
 }
 
 super::host_common!(RoceHost);
+
+/// The last few (QP number, index) pairs a sender looked up: the
+/// acknowledgments a host receives are for the few QPs it is sending on,
+/// so they are found here without reading the sorted QP numbers (a cache
+/// miss or two a lookup, thousands of QPs in). An index once found never
+/// changes (QPs are only appended), so an entry stays right.
+#[derive(Debug, Default, Clone)]
+struct RecentQps {
+    qpn: [u32; RecentQps::LEN],
+    index: [u32; RecentQps::LEN],
+    /// Bit `k` set: entry `k` holds a pair.
+    valid: u8,
+    /// The entry the next pair replaces.
+    next: u8,
+}
+
+impl RecentQps {
+    const LEN: usize = 4;
+
+    fn get(&self, qpn: u32) -> Option<usize> {
+        (0..Self::LEN).find(|&k| self.valid & (1 << k) != 0 && self.qpn[k] == qpn).map(|k| self.index[k] as usize)
+    }
+
+    fn put(&mut self, qpn: u32, index: usize) {
+        let k = self.next as usize;
+        self.qpn[k] = qpn;
+        self.index[k] = index as u32;
+        self.valid |= 1 << k;
+        self.next = ((k + 1) % Self::LEN) as u8;
+    }
+}
 
 /// Position of `x` in the sorted `keys`, if there. A host's QP numbers
 /// are the run's flow ids of its own flows, spread about evenly over all
@@ -591,6 +624,7 @@ impl RoceHost {
             timer: None,
             rto_floor: Nanos::MAX,
             maybe_done: false,
+            recent_qps: RecentQps::default(),
         })
     }
     /// Sending QPs.
@@ -694,8 +728,13 @@ impl RoceHost {
         self.pump(now, out);
     }
 
-    fn qp_index(&self, qpn: u32) -> Option<usize> {
-        find_sorted(&self.send_qpns, qpn)
+    fn qp_index(&mut self, qpn: u32) -> Option<usize> {
+        if let Some(i) = self.recent_qps.get(qpn) {
+            return Some(i);
+        }
+        let i = find_sorted(&self.send_qpns, qpn)?;
+        self.recent_qps.put(qpn, i);
+        Some(i)
     }
 
     fn on_ack(&mut self, now: Nanos, qpn: u32, psn: u32, aeth: Option<Aeth>) {
@@ -1168,6 +1207,31 @@ mod tests {
     use super::*;
 
     const LINE: f64 = 100e9;
+
+    /// The recent QPs in front of the search find what the search finds,
+    /// for hot, cold and absent QP numbers.
+    #[test]
+    fn recent_qps_give_what_the_search_gives() {
+        let mut x: u64 = 11;
+        let mut rand = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m.max(1)
+        };
+        let keys: Vec<u32> = (0..300u32).map(|k| k * 3 + 1).collect();
+        let mut recent = RecentQps::default();
+        for _ in 0..100_000 {
+            // Mostly a few hot QPs, now and then any number, present or not.
+            let q = if rand(4) == 0 { rand(1000) as u32 } else { keys[rand(6) as usize * 7] };
+            let want = find_sorted(&keys, q);
+            let got = recent.get(q).or_else(|| {
+                let i = find_sorted(&keys, q)?;
+                recent.put(q, i);
+                Some(i)
+            });
+            assert_eq!(got, want, "{q}");
+        }
+        assert_eq!(RecentQps::default().get(0), None, "an empty entry matches nothing");
+    }
 
     /// The interpolating search finds what a binary search finds, on even,
     /// clustered and tiny key sets, for present and absent keys.
