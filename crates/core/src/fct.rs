@@ -351,11 +351,7 @@ mod tests {
     /// declines the rest.
     #[test]
     fn the_closed_form_is_the_recurrence_where_it_applies() {
-        let mut x: u64 = 7;
-        let mut rand = |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (x >> 33) % m.max(1)
-        };
+        let mut rand = crate::test_rand::below(7);
         let rates = [BitRate::gbps(100), BitRate::gbps(25), BitRate(102_123_552_123), BitRate(9_999_999_937), BitRate(1)];
         for round in 0..3000 {
             let rate = rates[rand(rates.len() as u64) as usize];

@@ -35,3 +35,17 @@ pub mod pfc_log;
 pub mod serializer;
 pub mod switch;
 pub mod transmit;
+
+/// A small seeded generator for the randomized tests of this crate.
+#[cfg(test)]
+pub(crate) mod test_rand {
+    /// `rand(m)`: a number below `m` (0 for `m` = 0), from a 64-bit LCG
+    /// seeded with `seed` (its high bits, the good ones).
+    pub(crate) fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m.max(1)
+        }
+    }
+}

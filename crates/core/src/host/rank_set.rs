@@ -162,11 +162,8 @@ mod tests {
     fn ranks_and_selects_as_a_sorted_vec_does() {
         let mut set = RankSet::default();
         let mut vec: Vec<usize> = Vec::new();
-        let mut x: u64 = 11;
-        let mut rand = |m: usize| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((x >> 33) as usize) % m.max(1)
-        };
+        let mut below = crate::test_rand::below(11);
+        let mut rand = |m: usize| below(m as u64) as usize;
         for step in 0..20_000 {
             if vec.is_empty() || rand(3) > 0 {
                 vec.push(set.capacity());

@@ -1212,11 +1212,7 @@ mod tests {
     /// for hot, cold and absent QP numbers.
     #[test]
     fn recent_qps_give_what_the_search_gives() {
-        let mut x: u64 = 11;
-        let mut rand = |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (x >> 33) % m.max(1)
-        };
+        let mut rand = crate::test_rand::below(11);
         let keys: Vec<u32> = (0..300u32).map(|k| k * 3 + 1).collect();
         let mut recent = RecentQps::default();
         for _ in 0..100_000 {
@@ -1237,11 +1233,7 @@ mod tests {
     /// clustered and tiny key sets, for present and absent keys.
     #[test]
     fn find_sorted_is_a_binary_search() {
-        let mut x: u64 = 3;
-        let mut rand = |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (x >> 33) % m.max(1)
-        };
+        let mut rand = crate::test_rand::below(3);
         let mut sets: Vec<Vec<u32>> = vec![vec![], vec![5], vec![5, 6], vec![1, 1_000_000], (0..100).collect()];
         for _ in 0..40 {
             let n = rand(3000) as usize + 1;
