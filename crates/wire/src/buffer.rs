@@ -128,6 +128,16 @@ impl FramePool {
         FramePool { kept: Self::SHARED_KEPT, policy, ..Self::default() }
     }
 
+    /// [`FramePool::shared`] for `hosts` hosts, keeping up to twice as many
+    /// buffers as hosts if that is more: hosts that send in step (every
+    /// host of a permutation a frame at the same instant, the frames
+    /// delivered in step too) take and give back a burst of a frame each,
+    /// and a pool smaller than the burst frees half of it to allocate it
+    /// again (half the frames of fat-tree-k16's 2 048-host permutation).
+    pub fn shared_for(policy: TailPolicy, hosts: usize) -> Self {
+        FramePool { kept: Self::SHARED_KEPT.max(2 * hosts), ..Self::shared(policy) }
+    }
+
     /// A zeroed frame buffer of `len` bytes with at least [`INSERT_ROOM`]
     /// bytes of spare capacity: a kept buffer if the last one kept is large
     /// enough, else a new one.
@@ -322,6 +332,15 @@ mod tests {
             pool.give(zeroed(1058));
         }
         assert_eq!(pool.len(), FramePool::SHARED_KEPT);
+        // For many hosts, twice as many buffers as hosts; for few, as many
+        // as any shared pool.
+        for (hosts, kept) in [(10, FramePool::SHARED_KEPT), (2048, 4096)] {
+            let mut pool = FramePool::shared_for(TailPolicy::Trust, hosts);
+            for _ in 0..kept + 3 {
+                pool.give(zeroed(1058));
+            }
+            assert_eq!(pool.len(), kept, "{hosts} hosts");
+        }
         // One short buffer deep below the most recent long ones: an ACK
         // does not search that far, so it takes the most recent buffer.
         let mut pool = FramePool::shared(TailPolicy::Trust);

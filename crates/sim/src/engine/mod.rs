@@ -757,20 +757,23 @@ impl Engine {
         let parts = members
             .into_iter()
             .enumerate()
-            .map(|(index, members)| Part {
-                index: index as u32,
-                now: 0,
-                queue: EventQueue::default(),
-                nodes: Vec::new(),
-                heads: vec![0; channels.len()],
-                channels: channels.clone(),
-                links: links.clone(),
-                armed: vec![None; members.len()],
-                members,
-                out: Vec::new(),
-                pool: FramePool::shared(pool_policy),
-                outbox: (0..parts_n).map(|_| Vec::new()).collect(),
-                totals: EngineTotals::default(),
+            .map(|(index, members)| {
+                let hosts = members.iter().filter(|m| nodes.get(m.index()).is_some_and(|n| n.frame_pool().is_some())).count();
+                Part {
+                    index: index as u32,
+                    now: 0,
+                    queue: EventQueue::default(),
+                    nodes: Vec::new(),
+                    heads: vec![0; channels.len()],
+                    channels: channels.clone(),
+                    links: links.clone(),
+                    armed: vec![None; members.len()],
+                    members,
+                    out: Vec::new(),
+                    pool: FramePool::shared_for(pool_policy, hosts),
+                    outbox: (0..parts_n).map(|_| Vec::new()).collect(),
+                    totals: EngineTotals::default(),
+                }
             })
             .collect();
         let mut e = Engine { nodes, parts, layout: Arc::new(layout), lookahead: plan.lookahead, workers: None };
