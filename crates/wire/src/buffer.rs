@@ -84,7 +84,7 @@ pub fn zeroed(len: usize) -> BytesMut {
 
 /// Frame buffers a host has finished with, kept for the frames it builds
 /// next. Bounded: at most [`FramePool::KEPT`] buffers ([`FramePool::SHARED_KEPT`]
-/// for a shared pool), each with capacity
+/// for a shared pool, or twice its hosts: [`FramePool::shared_for`]), each with capacity
 /// between [`FramePool::MIN_CAPACITY`] and [`FramePool::MAX_CAPACITY`]
 /// (a small buffer could not hold a data frame, a huge one would hold
 /// memory a data frame does not need). A frame cut from a larger received
@@ -111,7 +111,8 @@ impl Default for FramePool {
 impl FramePool {
     /// Buffers a host's own pool keeps at most.
     pub const KEPT: usize = 16;
-    /// Buffers a [`FramePool::shared`] pool keeps at most.
+    /// Buffers a [`FramePool::shared`] pool keeps at most (the least a
+    /// [`FramePool::shared_for`] pool keeps at most).
     pub const SHARED_KEPT: usize = 1024;
     /// Under [`TailPolicy::Trust`], how many of the most recent kept
     /// buffers a frame looks through for one that keeps its zero tail.
