@@ -491,6 +491,14 @@ struct Queue {
     voq_bytes: u64,
 }
 
+/// Grows a port's depth histograms to queue `qi` (its first buffered
+/// packet), out of the enqueue's hot path.
+#[cold]
+#[inline(never)]
+fn grow_depth_histograms(hists: &mut Vec<DepthHistogram>, qi: usize) {
+    hists.resize(qi + 1, DepthHistogram::default());
+}
+
 /// One egress port. The first cache line holds what every enqueue,
 /// dequeue and cut-through check reads (the queue masks, the port's bytes,
 /// the end of its latest PFC pause), the second where its queues are.
@@ -508,7 +516,10 @@ struct PortState {
     pfc_any_until: Nanos,
     queues: Vec<Queue>,
     /// Per queue: depths seen by buffered packets (apart from `queues` to
-    /// keep the scheduler's per-queue state compact).
+    /// keep the scheduler's per-queue state compact). Grown to a queue on
+    /// the first packet it buffers: the queues past its end have seen none
+    /// (most of a port's 32 never buffer one, and a histogram takes three
+    /// cache lines).
     depth_hists: Vec<DepthHistogram>,
     rr: [u8; 8],
     /// PFC watchdog: classes in a storm, as last updated at a dequeue.
@@ -828,7 +839,7 @@ impl TrafficManager {
                     storm: 0,
                     rr: [0; 8],
                     bytes: 0,
-                    depth_hists: vec![DepthHistogram::default(); n],
+                    depth_hists: Vec::new(),
                 })
                 .collect(),
             level_mask,
@@ -985,6 +996,9 @@ impl TrafficManager {
             return Err((DropReason::DynamicThreshold, frame));
         }
         let enq_depth = q.bytes;
+        if qi >= p.depth_hists.len() {
+            grow_depth_histograms(&mut p.depth_hists, qi);
+        }
         p.depth_hists[qi].record(enq_depth);
         q.bytes += len;
         q.cells += cells as u64;
@@ -1580,7 +1594,7 @@ impl TrafficManager {
     pub fn queue_depth_histogram(&self, port: PortId, queue: QueueId) -> Option<DepthHistogram> {
         let p = self.ports.get(port.index())?;
         let q = p.queues.get(queue.0 as usize)?;
-        let mut h = p.depth_hists.get(queue.0 as usize)?.clone();
+        let mut h = p.depth_hists.get(queue.0 as usize).cloned().unwrap_or_default();
         h.counts[0] += q.stats.enq_packets.saturating_sub(h.count());
         Some(h)
     }
@@ -1828,6 +1842,30 @@ mod tests {
         assert_eq!(h.counts[2], 1, "2000 B <= 2 KiB");
         assert_eq!((h.count(), h.sum), (5, 3000));
         assert!(t.queue_depth_histogram(PortId(9), QueueId(0)).is_none());
+    }
+
+    /// A port's histograms are grown to a queue on its first buffered
+    /// packet: queues that never buffered one (past the end, or below a
+    /// queue that did) read as empty, or as their cut-through packets.
+    #[test]
+    fn depth_histograms_of_queues_that_never_buffered_are_empty() {
+        let mut t = tm(TmConfig::standard(8, 10_000_000, 80, None));
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut pfc = vec![];
+        assert!(t.pass_through(0, PortId(1), QueueId(2), frame(500), None, 0, &mut rng).is_ok());
+        for q in 0..8 {
+            let h = t.queue_depth_histogram(PortId(1), QueueId(q)).unwrap();
+            assert_eq!((h.count(), h.sum, h.counts[0]), (u64::from(q == 2), 0, u64::from(q == 2)), "queue {q}");
+        }
+        t.enqueue(0, PortId(1), QueueId(5), frame(1000), None, &mut pfc).unwrap();
+        t.enqueue(0, PortId(1), QueueId(5), frame(1000), None, &mut pfc).unwrap();
+        t.enqueue(0, PortId(1), QueueId(1), frame(1000), None, &mut pfc).unwrap();
+        let counts = |q: u8| {
+            let h = t.queue_depth_histogram(PortId(1), QueueId(q)).unwrap();
+            (h.count(), h.sum)
+        };
+        assert_eq!([counts(0), counts(1), counts(2), counts(5), counts(6)], [(0, 0), (1, 0), (1, 0), (2, 1000), (0, 0)]);
+        assert!(t.queue_depth_histogram(PortId(1), QueueId(8)).is_none(), "no such queue");
     }
 
     #[test]
