@@ -63,9 +63,9 @@ impl FrameInfo {
     /// IPv4 header checksum).
     ///
     /// Nearly every frame of a run is an untagged IPv4 packet without
-    /// options carrying UDP (RoCEv2 or not) or TCP: [`FrameInfo::parse_plain`]
-    /// reads such a frame from fixed offsets; anything else, or anything it
-    /// finds wrong, goes through the general parse, which decides.
+    /// options carrying UDP (RoCEv2 or not) or TCP: a fast path reads such
+    /// a frame from fixed offsets; anything else, or anything it finds
+    /// wrong, goes through the general parse, which decides.
     #[inline]
     pub fn parse(frame: &[u8]) -> Result<FrameInfo> {
         match Self::parse_plain(frame) {
