@@ -81,7 +81,7 @@ pub fn place(f: &mut FabricSpec, slots: &[Machine]) -> Vec<String> {
 }
 
 /// The links whose ends run on different machines (`slots`: the machine of
-/// each process, [`process_slots`]).
+/// each process, [`process_slots`](crate::config::machines::process_slots)).
 pub fn cut(f: &FabricSpec, slots: &[Machine]) -> Vec<String> {
     let machine = |n: emu_node::ids::NodeId| slots.get(f.nodes[n.index()].placement as usize).map(|m| m.name.as_str());
     f.links.iter().filter(|l| machine(l.a.0) != machine(l.b.0)).map(|l| l.name.clone()).collect()

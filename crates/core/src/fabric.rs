@@ -344,7 +344,7 @@ pub struct FabricSpec {
 }
 
 /// Every switch's equal-cost routes over a set of links, and the leaves
-/// they were computed for ([`FabricSpec::routing`]).
+/// they were computed for (`FabricSpec::routing`).
 struct Routing {
     leaf_hosts: BTreeMap<NodeId, Vec<(NodeId, PortId)>>,
     leaf_index: BTreeMap<NodeId, u16>,
@@ -615,7 +615,7 @@ impl FabricSpec {
         dist
     }
 
-    /// Computes shortest-path equal-cost routes on every switch ([`FabricSpec::routing`]
+    /// Computes shortest-path equal-cost routes on every switch (`FabricSpec::routing`
     /// over every link) and what the schemes derive from them.
     pub fn compute_routes(&mut self) {
         let Routing { leaf_hosts, leaf_index, tables } = self.routing(&Default::default());

@@ -55,7 +55,7 @@ pub struct PathLink {
 /// On a path whose links all have one rate, with no frame longer than the
 /// first (every flow the hosts send: the first frame carries the most
 /// headers and a full payload), it is the closed form
-/// `Σ d_j + (L - 1) × ser(first) + ser(all bits)` ([`uniform_base_fct`]),
+/// `Σ d_j + (L - 1) × ser(first) + ser(all bits)` (`uniform_base_fct`),
 /// which the recurrence above reaches exactly; otherwise the recurrence is
 /// stepped frame by frame and link by link.
 pub fn base_fct(frames: impl IntoIterator<Item = usize, IntoIter: Clone>, path: &[PathLink]) -> Nanos {

@@ -10,7 +10,7 @@
 //! the socket (a TAP could not be: the emu-node and qemu would both read
 //! it). The choice is measured in BENCHMARKS.md ("Soft-RoCE VM hosts").
 //! Frames the guest sends go through the same NIC model as a TAP host's
-//! ([`TapNic`]: the access link's rate, delay and bounded queue); frames
+//! ([`crate::tap::TapNic`]: the access link's rate, delay and bounded queue); frames
 //! toward the guest wait in a ring of [`RX_RING`] frames (a NIC's receive
 //! ring) and leave as the socket takes them; a full ring drops and counts.
 //! The ring is needed because a Unix datagram socket queues only

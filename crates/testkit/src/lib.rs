@@ -3,7 +3,7 @@
 //! What the tests and benchmarks of several crates build the same way: the
 //! two-leaf fabric most mechanism tests run on ([`leaf_pair`]), frames as
 //! they enter a switch port with the addresses a real host would use
-//! ([`Entering`], [`udp`], [`roce_write`]), and running a switch's timers up
+//! ([`Entering`], [`udp()`], [`roce_write`]), and running a switch's timers up
 //! to a time ([`drain`]). Design choice: fixtures are plain functions over
 //! the public APIs of `weft-core` and `weft-wire`, so a test reads like a
 //! user of those crates. No production crate may depend on this one.
@@ -170,7 +170,7 @@ pub fn roce(at: Entering, sport: u16, opcode: Opcode, qp: u32, psn: u32, payload
     b
 }
 
-/// A RoCEv2 WRITE Middle frame (see [`roce`]).
+/// A RoCEv2 WRITE Middle frame (see [`roce()`]).
 pub fn roce_write(at: Entering, sport: u16, qp: u32, psn: u32, payload: usize) -> BytesMut {
     roce(at, sport, Opcode::WriteMiddle, qp, psn, payload)
 }

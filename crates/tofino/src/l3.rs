@@ -9,7 +9,7 @@
 //! route whose equal-cost ports are consecutive (a rack's uplinks, one
 //! host port) and whose data is small is the word itself: first port,
 //! count, data, its ports a slice of one static list of port ids that
-//! every switch shares ([`RouteWord`]). Any other route's word numbers an
+//! every switch shares (`RouteWord`). Any other route's word numbers an
 //! entry (32 bytes, half a cache line) with its ports inline (up to
 //! [`INLINE_PORTS`]; larger groups sit in a side list) and its data;
 //! routes with the same ports and data share one entry.
