@@ -467,12 +467,13 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// One queue, laid out so that a packet's enqueue and dequeue each touch
-/// its first two cache lines only (the struct starts a line): the first
-/// holds the packet ring and the depth and buffer counts both read, the
-/// second the round-robin deficit and the counters each packet moves (the
-/// watchdog's counters, the pipeline pause's leak and the ns-3 VOQ follow).
-#[derive(Debug)]
+/// One queue in two cache lines (the struct starts a line), the state a
+/// packet's enqueue and dequeue touch: the first holds the packet ring and
+/// the depth and buffer counts both read, the second the round-robin
+/// deficit, the counters each packet moves, the pipeline pause's leak and
+/// the bytes of the ns-3 VOQ (which the depth snapshots read). What a
+/// packet rarely touches is in the port's [`RareQueueState`]s.
+#[derive(Debug, Default)]
 #[repr(C, align(64))]
 struct Queue {
     pkts: VecDeque<QueuedPacket>,
@@ -483,12 +484,51 @@ struct Queue {
     /// Guaranteed minimum in cells ([`TrafficManager::set_guaranteed_min`]).
     gmin_cells: u64,
     deficit: i64,
-    stats: QueueStats,
+    stats: PacketCounters,
     leak: u32,
+    /// ns-3 model only: bytes of the VOQ ([`RareQueueState::voq`]).
+    voq_bytes: u64,
+}
+
+/// The counters of [`QueueStats`] that every packet moves.
+#[derive(Debug, Clone, Copy, Default)]
+struct PacketCounters {
+    enq_packets: u64,
+    tx_packets: u64,
+    tx_bytes: u64,
+    ecn_marks: u64,
+    max_depth_bytes: u64,
+}
+
+/// What a queue's packets rarely touch: the drop counters, the PFC
+/// watchdog's, and the ns-3 model's VOQ. A port's are grown to a queue on
+/// its first write ([`rare_mut`]); the queues past their end have none of
+/// it (zero counts, an empty VOQ).
+#[derive(Debug, Default)]
+struct RareQueueState {
+    drops_threshold: u64,
+    drops_buffer_full: u64,
+    pfc_watchdog_storms: u64,
+    pfc_watchdog_drops: u64,
+    pfc_watchdog_forwarded: u64,
     /// ns-3 model only: packets held while the pipeline paused the queue,
     /// outside every buffer count until [`TrafficManager::resume_queue`].
     voq: VecDeque<VoqPacket>,
-    voq_bytes: u64,
+}
+
+/// Queue `qi`'s rare state in `rare`, grown to it if need be.
+#[inline]
+fn rare_mut(rare: &mut Vec<RareQueueState>, qi: usize) -> &mut RareQueueState {
+    if qi >= rare.len() {
+        grow_rare(rare, qi);
+    }
+    &mut rare[qi]
+}
+
+#[cold]
+#[inline(never)]
+fn grow_rare(rare: &mut Vec<RareQueueState>, qi: usize) {
+    rare.resize_with(qi + 1, RareQueueState::default);
 }
 
 /// Grows a port's depth histograms to queue `qi` (its first buffered
@@ -521,6 +561,8 @@ struct PortState {
     /// (most of a port's 32 never buffer one, and a histogram takes three
     /// cache lines).
     depth_hists: Vec<DepthHistogram>,
+    /// Per queue, grown on a first write: what its packets rarely touch.
+    rare: Vec<RareQueueState>,
     rr: [u8; 8],
     /// PFC watchdog: classes in a storm, as last updated at a dequeue.
     storm: u8,
@@ -814,20 +856,8 @@ impl TrafficManager {
             levels,
             ports: (0..ports)
                 .map(|_| PortState {
-                    queues: (0..n)
-                        .map(|_| Queue {
-                            pkts: VecDeque::new(),
-                            bytes: 0,
-                            cells: 0,
-                            deficit: 0,
-                            leak: 0,
-                            stats: QueueStats::default(),
-                            gmin_cells: 0,
-                            min_used_cells: 0,
-                            voq: VecDeque::new(),
-                            voq_bytes: 0,
-                        })
-                        .collect(),
+                    queues: (0..n).map(|_| Queue::default()).collect(),
+                    rare: Vec::new(),
                     nonempty: 0,
                     held: 0,
                     paused: 0,
@@ -926,9 +956,8 @@ impl TrafficManager {
         if self.ns3.is_some() && p.paused & (1u128 << qi) != 0 && !control {
             // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
             // the VOQ holds the packet outside the MMU, no check, no count.
-            let q = &mut p.queues[qi];
-            q.voq_bytes += frame.len() as u64;
-            q.voq.push_back(VoqPacket { frame, arrival, bridged });
+            p.queues[qi].voq_bytes += frame.len() as u64;
+            rare_mut(&mut p.rare, qi).voq.push_back(VoqPacket { frame, arrival, bridged });
             return Ok(());
         }
         let pkt = self.account_arrival(now, port, qi, frame, arrival, bridged, pfc)?;
@@ -957,7 +986,7 @@ impl TrafficManager {
         let class = arrival.map_or_else(|| self.queues[qi].pfc_class, |a| a.cos & 7);
         let ingress_port = arrival.map(|a| a.port);
         if self.watchdog_drops(now, port, qi) {
-            self.ports[port.index()].queues[qi].stats.pfc_watchdog_drops += 1;
+            rare_mut(&mut self.ports[port.index()].rare, qi).pfc_watchdog_drops += 1;
             return Err((DropReason::PfcWatchdog, frame));
         }
         let cells = self.cells_of(frame.len());
@@ -971,28 +1000,28 @@ impl TrafficManager {
         // Within the queue's guaranteed minimum: the MIN pool, no shared check.
         let from_min = q.min_used_cells + cells as u64 <= q.gmin_cells;
         if !from_min && cells as u64 > free {
-            q.stats.drops_buffer_full += 1;
+            rare_mut(&mut p.rare, qi).drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
         }
         if !control && self.queue_limit_packets.is_some_and(|l| q.pkts.len() >= l as usize) {
-            q.stats.drops_threshold += 1;
+            rare_mut(&mut p.rare, qi).drops_threshold += 1;
             return Err((DropReason::QueueLimit, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control && !from_min;
         let ingress_pending = !control && queue_paused && self.held_outside_pfc;
         if let Some(n3) = &self.ns3 {
             if !control && !n3.egress_admits(q.bytes, len, self.egress_alpha) {
-                q.stats.drops_threshold += 1;
+                rare_mut(&mut p.rare, qi).drops_threshold += 1;
                 return Err((DropReason::DynamicThreshold, frame));
             }
             if let Some(ip) = ingress_port.filter(|_| !control) {
                 if !n3.ingress_admits(&self.ingress[ip.index()], (class & 7) as usize, len) {
-                    q.stats.drops_buffer_full += 1;
+                    rare_mut(&mut p.rare, qi).drops_buffer_full += 1;
                     return Err((DropReason::BufferFull, frame));
                 }
             }
         } else if !lossless && !from_min && (q.cells + cells as u64) as f64 > self.egress_alpha * free as f64 {
-            q.stats.drops_threshold += 1;
+            rare_mut(&mut p.rare, qi).drops_threshold += 1;
             return Err((DropReason::DynamicThreshold, frame));
         }
         let enq_depth = q.bytes;
@@ -1164,7 +1193,7 @@ impl TrafficManager {
         };
         if storms & (1 << class) != 0 && self.ports[port.index()].pfc_paused_until[class] > now {
             // Its priority is paused, in a storm: dropped, or sent anyway.
-            let stats = &mut self.ports[port.index()].queues[qi].stats;
+            let stats = rare_mut(&mut self.ports[port.index()].rare, qi);
             if self.cfg.pfc_watchdog.is_some_and(|w| w.action == PfcWatchdogAction::Drop) {
                 stats.pfc_watchdog_drops += 1;
                 return Err(PassThrough::Dropped(frame));
@@ -1180,11 +1209,11 @@ impl TrafficManager {
         {
             return Err(PassThrough::Queued(frame));
         }
-        let q = &mut p.queues[qi];
         if cells > free {
-            q.stats.drops_buffer_full += 1;
+            rare_mut(&mut p.rare, qi).drops_buffer_full += 1;
             return Err(PassThrough::Dropped(frame));
         }
+        let q = &mut p.queues[qi];
         let len = frame.len() as u64;
         q.stats.enq_packets += 1;
         q.stats.tx_packets += 1;
@@ -1266,11 +1295,11 @@ impl TrafficManager {
             break;
         }
         let qi = chosen?;
-        let q = &mut p.queues[qi];
         if blocked_by_pause & (1u128 << qi) != 0 {
             // Sent in a storm although its priority is paused.
-            q.stats.pfc_watchdog_forwarded += 1;
+            rare_mut(&mut p.rare, qi).pfc_watchdog_forwarded += 1;
         }
+        let q = &mut p.queues[qi];
         let deq_depth = q.bytes;
         let pkt = q.pkts.pop_front()?;
         // The next packets' slots were written when they were queued and
@@ -1388,11 +1417,13 @@ impl TrafficManager {
                 let qi = m.trailing_zeros() as usize;
                 m &= m - 1;
                 if new & (1 << c) != 0 {
-                    self.ports[port.index()].queues[qi].stats.pfc_watchdog_storms += 1;
+                    rare_mut(&mut self.ports[port.index()].rare, qi).pfc_watchdog_storms += 1;
                 }
                 if drop {
                     let n = self.drain_queue(now, port, qi, pfc);
-                    self.ports[port.index()].queues[qi].stats.pfc_watchdog_drops += n;
+                    if n > 0 {
+                        rare_mut(&mut self.ports[port.index()].rare, qi).pfc_watchdog_drops += n;
+                    }
                 }
             }
         }
@@ -1497,8 +1528,8 @@ impl TrafficManager {
         let Some(q) = p.queues.get_mut(queue.0 as usize) else { return 0 };
         p.paused &= !(1u128 << queue.0);
         q.leak = 0;
-        let voq = std::mem::take(&mut q.voq);
         q.voq_bytes = 0;
+        let voq = p.rare.get_mut(queue.0 as usize).map(|r| std::mem::take(&mut r.voq)).unwrap_or_default();
         for pkt in q.pkts.iter_mut().filter(|k| k.ingress_pending) {
             pkt.ingress_pending = false;
             if let Some(ip) = pkt.ingress_port {
@@ -1579,12 +1610,34 @@ impl TrafficManager {
 
     /// Packets queued in one queue (with the ns-3 model, including its VOQ).
     pub fn queue_len(&self, port: PortId, queue: QueueId) -> usize {
-        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or(0, |q| q.pkts.len() + q.voq.len())
+        let qi = queue.0 as usize;
+        self.ports
+            .get(port.index())
+            .and_then(|p| Some(p.queues.get(qi)?.pkts.len() + p.rare.get(qi).map_or(0, |r| r.voq.len())))
+            .unwrap_or(0)
     }
 
     /// Counters of one queue.
     pub fn queue_stats(&self, port: PortId, queue: QueueId) -> QueueStats {
-        self.ports.get(port.index()).and_then(|p| p.queues.get(queue.0 as usize)).map_or_else(QueueStats::default, |q| q.stats)
+        let Some(p) = self.ports.get(port.index()) else { return QueueStats::default() };
+        let Some(q) = p.queues.get(queue.0 as usize) else { return QueueStats::default() };
+        let c = q.stats;
+        let mut s = QueueStats {
+            enq_packets: c.enq_packets,
+            tx_packets: c.tx_packets,
+            tx_bytes: c.tx_bytes,
+            ecn_marks: c.ecn_marks,
+            max_depth_bytes: c.max_depth_bytes,
+            ..QueueStats::default()
+        };
+        if let Some(r) = p.rare.get(queue.0 as usize) {
+            s.drops_threshold = r.drops_threshold;
+            s.drops_buffer_full = r.drops_buffer_full;
+            s.pfc_watchdog_storms = r.pfc_watchdog_storms;
+            s.pfc_watchdog_drops = r.pfc_watchdog_drops;
+            s.pfc_watchdog_forwarded = r.pfc_watchdog_forwarded;
+        }
+        s
     }
 
     /// Depths seen by the packets enqueued to one queue (None: no such
@@ -1631,13 +1684,18 @@ impl TrafficManager {
         let mut n = 0;
         let nq = self.queues_per_port as usize;
         for qi in 0..nq {
-            let q = &mut self.ports[port.index()].queues[qi];
-            q.stats.drops_buffer_full += q.voq.len() as u64;
-            n += q.voq.len() as u64;
-            q.voq.clear();
-            q.voq_bytes = 0;
+            let p = &mut self.ports[port.index()];
+            p.queues[qi].voq_bytes = 0;
+            if let Some(r) = p.rare.get_mut(qi) {
+                let held = r.voq.len() as u64;
+                r.drops_buffer_full += held;
+                n += held;
+                r.voq.clear();
+            }
             let dropped = self.drain_queue(now, port, qi, pfc);
-            self.ports[port.index()].queues[qi].stats.drops_buffer_full += dropped;
+            if dropped > 0 {
+                rare_mut(&mut self.ports[port.index()].rare, qi).drops_buffer_full += dropped;
+            }
             n += dropped;
         }
         n
@@ -1763,12 +1821,15 @@ mod tests {
         assert!(offset_of!(Queue, gmin_cells) + 8 <= 64);
         assert_eq!(offset_of!(Queue, deficit), 64);
         let counters = [
-            offset_of!(QueueStats, enq_packets),
-            offset_of!(QueueStats, tx_packets),
-            offset_of!(QueueStats, tx_bytes),
-            offset_of!(QueueStats, max_depth_bytes),
+            offset_of!(PacketCounters, enq_packets),
+            offset_of!(PacketCounters, tx_packets),
+            offset_of!(PacketCounters, tx_bytes),
+            offset_of!(PacketCounters, ecn_marks),
+            offset_of!(PacketCounters, max_depth_bytes),
         ];
         assert!(counters.iter().all(|&o| offset_of!(Queue, stats) + o + 8 <= 128), "{counters:?}");
+        // Two lines in all: 32 queues a port are 8 KiB, not 16.
+        assert_eq!(size_of::<Queue>(), 128);
         assert_eq!((size_of::<QueuedPacket>(), align_of::<QueuedPacket>()), (64, 64));
         assert_eq!(align_of::<DepthHistogram>(), 64);
         assert!(offset_of!(DepthHistogram, counts) + 7 * 8 <= 64);
