@@ -521,8 +521,7 @@ fn write_outputs(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, PathBuf, 
     std::fs::create_dir_all(out).with_context(|| format!("cannot create output directory {}", out.display()))?;
     let path = out.join("summary.json");
     let write_summary = || -> Result<()> {
-        let f = std::fs::File::create(&path).map(std::io::BufWriter::new);
-        f.and_then(|f| outcome.summary.write_json(f)).with_context(|| format!("cannot write {}", path.display()))
+        create(&path).and_then(|f| outcome.summary.write_json(f)).with_context(|| format!("cannot write {}", path.display()))
     };
     let (summary, rest) = if outcome.threads >= 2 {
         std::thread::scope(|scope| {
@@ -538,12 +537,16 @@ fn write_outputs(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, PathBuf, 
     Ok((path, csv, plots))
 }
 
+/// A new file at `p`, buffered.
+fn create(p: &Path) -> std::io::Result<std::io::BufWriter<std::fs::File>> {
+    std::fs::File::create(p).map(std::io::BufWriter::new)
+}
+
 /// [`write_outputs`] but summary.json: flows.csv, what the run recorded
 /// beside (faithfulness, PFC events) and the plots; returns the path of
 /// flows.csv and the number of plots.
 fn write_the_rest(out: &Path, outcome: &RunOutcome) -> Result<(PathBuf, usize)> {
     let csv = out.join("flows.csv");
-    let create = |p: &Path| std::fs::File::create(p).map(std::io::BufWriter::new);
     create(&csv).and_then(|f| outcome.summary.write_flows_csv(f)).with_context(|| format!("cannot write {}", csv.display()))?;
     if let Some(f) = &outcome.faithfulness {
         let p = out.join("faithfulness.json");

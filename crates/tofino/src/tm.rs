@@ -502,7 +502,7 @@ struct PacketCounters {
 
 /// What a queue's packets rarely touch: the drop counters, the PFC
 /// watchdog's, and the ns-3 model's VOQ. A port's are grown to a queue on
-/// its first write ([`rare_mut`]); the queues past their end have none of
+/// its first write ([`grown_to`]); the queues past their end have none of
 /// it (zero counts, an empty VOQ).
 #[derive(Debug, Default)]
 struct RareQueueState {
@@ -516,27 +516,21 @@ struct RareQueueState {
     voq: VecDeque<VoqPacket>,
 }
 
-/// Queue `qi`'s rare state in `rare`, grown to it if need be.
+/// `v[i]`, with `v` grown by defaults to hold it if need be (a port's
+/// per-queue state made on a queue's first use).
 #[inline]
-fn rare_mut(rare: &mut Vec<RareQueueState>, qi: usize) -> &mut RareQueueState {
-    if qi >= rare.len() {
-        grow_rare(rare, qi);
+fn grown_to<T: Default>(v: &mut Vec<T>, i: usize) -> &mut T {
+    if i >= v.len() {
+        grow_to(v, i);
     }
-    &mut rare[qi]
+    &mut v[i]
 }
 
+/// [`grown_to`]'s growth, out of the hot path.
 #[cold]
 #[inline(never)]
-fn grow_rare(rare: &mut Vec<RareQueueState>, qi: usize) {
-    rare.resize_with(qi + 1, RareQueueState::default);
-}
-
-/// Grows a port's depth histograms to queue `qi` (its first buffered
-/// packet), out of the enqueue's hot path.
-#[cold]
-#[inline(never)]
-fn grow_depth_histograms(hists: &mut Vec<DepthHistogram>, qi: usize) {
-    hists.resize(qi + 1, DepthHistogram::default());
+fn grow_to<T: Default>(v: &mut Vec<T>, i: usize) {
+    v.resize_with(i + 1, T::default);
 }
 
 /// One egress port. The first cache line holds what every enqueue,
@@ -957,7 +951,7 @@ impl TrafficManager {
             // conweave-routing.cc `RouteInput` returns before `DoSwitchSend`:
             // the VOQ holds the packet outside the MMU, no check, no count.
             p.queues[qi].voq_bytes += frame.len() as u64;
-            rare_mut(&mut p.rare, qi).voq.push_back(VoqPacket { frame, arrival, bridged });
+            grown_to(&mut p.rare, qi).voq.push_back(VoqPacket { frame, arrival, bridged });
             return Ok(());
         }
         let pkt = self.account_arrival(now, port, qi, frame, arrival, bridged, pfc)?;
@@ -986,7 +980,7 @@ impl TrafficManager {
         let class = arrival.map_or_else(|| self.queues[qi].pfc_class, |a| a.cos & 7);
         let ingress_port = arrival.map(|a| a.port);
         if self.watchdog_drops(now, port, qi) {
-            rare_mut(&mut self.ports[port.index()].rare, qi).pfc_watchdog_drops += 1;
+            grown_to(&mut self.ports[port.index()].rare, qi).pfc_watchdog_drops += 1;
             return Err((DropReason::PfcWatchdog, frame));
         }
         let cells = self.cells_of(frame.len());
@@ -1000,35 +994,32 @@ impl TrafficManager {
         // Within the queue's guaranteed minimum: the MIN pool, no shared check.
         let from_min = q.min_used_cells + cells as u64 <= q.gmin_cells;
         if !from_min && cells as u64 > free {
-            rare_mut(&mut p.rare, qi).drops_buffer_full += 1;
+            grown_to(&mut p.rare, qi).drops_buffer_full += 1;
             return Err((DropReason::BufferFull, frame));
         }
         if !control && self.queue_limit_packets.is_some_and(|l| q.pkts.len() >= l as usize) {
-            rare_mut(&mut p.rare, qi).drops_threshold += 1;
+            grown_to(&mut p.rare, qi).drops_threshold += 1;
             return Err((DropReason::QueueLimit, frame));
         }
         let mmu_counted = self.ns3.is_some() && !control && !from_min;
         let ingress_pending = !control && queue_paused && self.held_outside_pfc;
         if let Some(n3) = &self.ns3 {
             if !control && !n3.egress_admits(q.bytes, len, self.egress_alpha) {
-                rare_mut(&mut p.rare, qi).drops_threshold += 1;
+                grown_to(&mut p.rare, qi).drops_threshold += 1;
                 return Err((DropReason::DynamicThreshold, frame));
             }
             if let Some(ip) = ingress_port.filter(|_| !control) {
                 if !n3.ingress_admits(&self.ingress[ip.index()], (class & 7) as usize, len) {
-                    rare_mut(&mut p.rare, qi).drops_buffer_full += 1;
+                    grown_to(&mut p.rare, qi).drops_buffer_full += 1;
                     return Err((DropReason::BufferFull, frame));
                 }
             }
         } else if !lossless && !from_min && (q.cells + cells as u64) as f64 > self.egress_alpha * free as f64 {
-            rare_mut(&mut p.rare, qi).drops_threshold += 1;
+            grown_to(&mut p.rare, qi).drops_threshold += 1;
             return Err((DropReason::DynamicThreshold, frame));
         }
         let enq_depth = q.bytes;
-        if qi >= p.depth_hists.len() {
-            grow_depth_histograms(&mut p.depth_hists, qi);
-        }
-        p.depth_hists[qi].record(enq_depth);
+        grown_to(&mut p.depth_hists, qi).record(enq_depth);
         q.bytes += len;
         q.cells += cells as u64;
         q.stats.enq_packets += 1;
@@ -1193,7 +1184,7 @@ impl TrafficManager {
         };
         if storms & (1 << class) != 0 && self.ports[port.index()].pfc_paused_until[class] > now {
             // Its priority is paused, in a storm: dropped, or sent anyway.
-            let stats = rare_mut(&mut self.ports[port.index()].rare, qi);
+            let stats = grown_to(&mut self.ports[port.index()].rare, qi);
             if self.cfg.pfc_watchdog.is_some_and(|w| w.action == PfcWatchdogAction::Drop) {
                 stats.pfc_watchdog_drops += 1;
                 return Err(PassThrough::Dropped(frame));
@@ -1210,7 +1201,7 @@ impl TrafficManager {
             return Err(PassThrough::Queued(frame));
         }
         if cells > free {
-            rare_mut(&mut p.rare, qi).drops_buffer_full += 1;
+            grown_to(&mut p.rare, qi).drops_buffer_full += 1;
             return Err(PassThrough::Dropped(frame));
         }
         let q = &mut p.queues[qi];
@@ -1297,7 +1288,7 @@ impl TrafficManager {
         let qi = chosen?;
         if blocked_by_pause & (1u128 << qi) != 0 {
             // Sent in a storm although its priority is paused.
-            rare_mut(&mut p.rare, qi).pfc_watchdog_forwarded += 1;
+            grown_to(&mut p.rare, qi).pfc_watchdog_forwarded += 1;
         }
         let q = &mut p.queues[qi];
         let deq_depth = q.bytes;
@@ -1417,12 +1408,12 @@ impl TrafficManager {
                 let qi = m.trailing_zeros() as usize;
                 m &= m - 1;
                 if new & (1 << c) != 0 {
-                    rare_mut(&mut self.ports[port.index()].rare, qi).pfc_watchdog_storms += 1;
+                    grown_to(&mut self.ports[port.index()].rare, qi).pfc_watchdog_storms += 1;
                 }
                 if drop {
                     let n = self.drain_queue(now, port, qi, pfc);
                     if n > 0 {
-                        rare_mut(&mut self.ports[port.index()].rare, qi).pfc_watchdog_drops += n;
+                        grown_to(&mut self.ports[port.index()].rare, qi).pfc_watchdog_drops += n;
                     }
                 }
             }
@@ -1694,7 +1685,7 @@ impl TrafficManager {
             }
             let dropped = self.drain_queue(now, port, qi, pfc);
             if dropped > 0 {
-                rare_mut(&mut self.ports[port.index()].rare, qi).drops_buffer_full += dropped;
+                grown_to(&mut self.ports[port.index()].rare, qi).drops_buffer_full += dropped;
             }
             n += dropped;
         }
