@@ -87,13 +87,22 @@ impl ConWeave {
     /// changes in pipeline passes, so sampling at each pass the instants
     /// since the previous one is exact for it; held bytes are read at the
     /// pass (they change at dequeues in between).
+    #[inline]
     pub(super) fn sample_until(&mut self, now: Nanos, depths: &dyn QueueDepths) {
-        let due = now / self.sample_ns;
-        if due <= self.sampled_until {
-            return;
+        if now >= self.next_sample_at {
+            self.sample_due(now, depths);
         }
+    }
+
+    /// [`ConWeave::sample_until`] once a sample is due (`now` at or after
+    /// `next_sample_at`, so `now / sample_ns > sampled_until`).
+    #[inline(never)]
+    fn sample_due(&mut self, now: Nanos, depths: &dyn QueueDepths) {
+        let due = now / self.sample_ns;
+        debug_assert!(due > self.sampled_until, "a sample is due");
         let k = due - self.sampled_until;
         self.sampled_until = due;
+        self.next_sample_at = (due + 1).saturating_mul(self.sample_ns);
         let n = self.n_reorder(self.queues_per_port);
         let mut bytes = 0u64;
         for (p, faces) in self.host_facing.iter().enumerate() {
