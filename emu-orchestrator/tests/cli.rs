@@ -914,3 +914,17 @@ fn up_refuses_a_node_count_that_is_neither_a_number_nor_auto() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("expected a number of processes or `auto`, got `lots`"), "{}", stderr(&o));
 }
+
+/// `scripts/build-pgo` trains its build on a fixed set of `weft run`s; each
+/// of them must keep working as the command line changes (the PGO build
+/// itself takes three release builds and is not part of the suite).
+#[test]
+fn pgo_training_runs_succeed() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-pgo");
+    let o = Command::new("bash").arg(&script).args(["--train-with", env!("CARGO_BIN_EXE_weft")]).output().expect("run scripts/build-pgo");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    let runs = out.lines().filter(|l| l.trim_start().starts_with("run ")).count();
+    assert!(runs >= 10, "the training set covers the schemes and transports: {runs} runs\n{out}");
+    assert!(out.contains("every training run succeeded"), "{out}");
+}
