@@ -254,9 +254,6 @@ pub struct ConWeave {
     /// Samples taken: at every multiple of `sample_ns` up to
     /// `sampled_until × sample_ns`.
     sampled_until: u64,
-    /// When the next sample is due, `(sampled_until + 1) × sample_ns`: a
-    /// pass before it compares one word, with no division.
-    next_sample_at: Nanos,
 }
 
 fn us(p: &Params, key: &str, default: f64) -> Result<Nanos, SchemeError> {
@@ -274,13 +271,12 @@ impl ConWeave {
             resume_default: us(p, "theta_resume_default_us", 200.0)?,
         };
         let conn_entries = param_in("conweave", p, "conn_entries", "u32 > 0", 4096u32, |e| *e > 0)?;
-        let sample_ns = us(p, "sample_us", 10.0)?.max(1);
         Ok(ConWeave {
             explicit: p.clone(),
             scale: TimeScale::ONE,
             times,
             conn_entries,
-            sample_ns,
+            sample_ns: us(p, "sample_us", 10.0)?.max(1),
             regs: Regs::default(),
             leaf: false,
             upper_fanout: 1,
@@ -292,7 +288,6 @@ impl ConWeave {
             buffer_hist: BTreeMap::new(),
             last_buffer_bytes: 0,
             sampled_until: 0,
-            next_sample_at: sample_ns,
         })
     }
 
@@ -306,7 +301,6 @@ impl ConWeave {
             *v = s.ns(*v);
         }
         self.sample_ns = s.ns(self.sample_ns).max(1);
-        self.next_sample_at = (self.sampled_until + 1).saturating_mul(self.sample_ns);
         self
     }
 

@@ -87,22 +87,24 @@ impl ConWeave {
     /// changes in pipeline passes, so sampling at each pass the instants
     /// since the previous one is exact for it; held bytes are read at the
     /// pass (they change at dequeues in between).
+    ///
+    /// A pass finds whether a sample is due by a product, not the division
+    /// that finds how many are (`now / sample_ns > sampled_until` exactly
+    /// when `now ≥ (sampled_until + 1) × sample_ns`).
     #[inline]
     pub(super) fn sample_until(&mut self, now: Nanos, depths: &dyn QueueDepths) {
-        if now >= self.next_sample_at {
+        if now >= (self.sampled_until + 1).saturating_mul(self.sample_ns) {
             self.sample_due(now, depths);
         }
     }
 
-    /// [`ConWeave::sample_until`] once a sample is due (`now` at or after
-    /// `next_sample_at`, so `now / sample_ns > sampled_until`).
+    /// [`ConWeave::sample_until`] once a sample is due.
     #[inline(never)]
     fn sample_due(&mut self, now: Nanos, depths: &dyn QueueDepths) {
         let due = now / self.sample_ns;
         debug_assert!(due > self.sampled_until, "a sample is due");
         let k = due - self.sampled_until;
         self.sampled_until = due;
-        self.next_sample_at = (due + 1).saturating_mul(self.sample_ns);
         let n = self.n_reorder(self.queues_per_port);
         let mut bytes = 0u64;
         for (p, faces) in self.host_facing.iter().enumerate() {
