@@ -20,7 +20,7 @@
 //! All functions check lengths and return `None`/`Err` on malformed input.
 
 use super::{be16, ipv4, put16, roce, udp, Error, Result};
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 
 /// Length of the timestamp header.
 pub const TS_HEADER_LEN: usize = 4;
@@ -188,10 +188,16 @@ pub fn strip(frame: &mut BytesMut, l3: usize, bth: usize) -> Result<()> {
         return Err(Error::Truncated("conweave"));
     }
     adjust_lengths(frame, l3, -(TS_HEADER_LEN as i32))?;
-    // Move the headers in front of the timestamp header (tens of bytes)
-    // forwards over it rather than the payload (up to an MTU) backwards.
-    frame.copy_within(..at, TS_HEADER_LEN);
-    frame.advance(TS_HEADER_LEN);
+    // The payload moves back over the header, so that the frame keeps the
+    // start and the capacity of its buffer. Moving the headers in front of
+    // it forwards instead (tens of bytes, not up to an MTU) and advancing
+    // the start left the buffer 4 bytes short of the room a frame pool
+    // asks of a buffer for the next frame of the size (`buffer::INSERT_ROOM`):
+    // every ConWeave data frame was then built in a new allocation,
+    // written zero whole, which cost more than the move.
+    let len = frame.len();
+    frame.copy_within(at + TS_HEADER_LEN..len, at);
+    frame.truncate(len - TS_HEADER_LEN);
     roce::BthPacket::new_checked(&mut frame[bth..])?.set_reserved15(0);
     Ok(())
 }
@@ -245,8 +251,11 @@ mod tests {
     fn insert_then_strip_gives_back_the_hosts_frame() {
         let original = roce_frame(1000);
         let (l3, bth) = (14, 42);
-        let mut f = original.clone();
+        let mut f = crate::buffer::zeroed(original.len());
+        f.copy_from_slice(&original);
+        let room = f.capacity();
         insert_ts(&mut f, l3, bth, 0x1234, 0x8005).unwrap();
+        assert_eq!(f.capacity(), room, "inserted in the buffer's spare room");
         assert_eq!(f.len(), original.len() + TS_HEADER_LEN);
         assert_eq!(read_ts(&f, bth), Some((0x1234, 0x8005)));
         assert_eq!(&f[bth + roce::BTH_LEN + TS_HEADER_LEN..], &original[bth + roce::BTH_LEN..], "payload moved behind the header");
@@ -256,6 +265,7 @@ mod tests {
         CwBits { path: 3, opcode: CwOpcode::Data, epoch: 1, rerouted: true, tail: false }.write(&mut f, bth).unwrap();
         strip(&mut f, l3, bth).unwrap();
         assert_eq!(&f[..], &original[..]);
+        assert_eq!(f.capacity(), room, "the buffer keeps its start and its room for the next frame of the size");
     }
 
     #[test]
