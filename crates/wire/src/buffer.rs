@@ -5,7 +5,12 @@
 //! and the destination switch strips it again. A buffer allocated to the
 //! frame's exact length must be reallocated and copied for the insertion;
 //! [`zeroed`] leaves [`INSERT_ROOM`] bytes of spare capacity after the
-//! frame so the insertion only moves the bytes behind the new header.
+//! frame so the insertion only moves the bytes behind the new header. The
+//! strip moves them back, so that the buffer keeps its start and its
+//! room, and a [`FramePool`] takes it for the next frame of the size (one
+//! that advanced the frame's start over the header instead left the
+//! buffer short of the room, and every such frame was built in a new
+//! allocation).
 //!
 //! A host that receives frames and sends others keeps the buffers it has
 //! finished with in a [`FramePool`] and builds its next frames in them, so
@@ -50,7 +55,8 @@
 use bytes::BytesMut;
 
 /// Spare capacity after a host's frame: room for the largest header a
-/// scheme inserts in flight (ConWeave's 4-byte timestamp header today).
+/// scheme inserts in flight (the INT shim's 16 bytes; ConWeave's timestamp
+/// header takes 4, P4TE's IPv4 option 12).
 pub const INSERT_ROOM: usize = 16;
 
 /// Under [`TailPolicy::Trust`], the offset from which a buffer given back

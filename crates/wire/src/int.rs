@@ -47,7 +47,7 @@
 //! IPv4 frame of at least 60 bytes whose shim is empty.
 
 use super::{be16, be32, ethernet, ipv4, put16, put32, Error, Result};
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 
 /// IPv4 protocol number of a packet carrying the INT shim (RFC 3692:
 /// 253 and 254 are for experimentation).
@@ -208,10 +208,12 @@ pub fn strip(frame: &mut BytesMut, l3: usize) -> Result<Repr> {
         return Err(Error::Malformed("int"));
     }
     rewrite_ipv4(frame, l3, total - SHIM_LEN, repr.next_protocol)?;
-    // Move the headers in front of the shim (tens of bytes) over it,
-    // rather than the payload back.
-    frame.copy_within(..at, SHIM_LEN);
-    frame.advance(SHIM_LEN);
+    // The payload moves back over the shim, so that the frame keeps the
+    // start and the capacity of its buffer (as `conweave::strip`: a frame
+    // pool takes a buffer back only with its room for an insertion).
+    let len = frame.len();
+    frame.copy_within(at + SHIM_LEN..len, at);
+    frame.truncate(len - SHIM_LEN);
     Ok(repr)
 }
 
@@ -280,7 +282,9 @@ mod tests {
     #[test]
     fn insert_then_strip_gives_the_senders_bytes_back() {
         let original = udp_frame(100);
-        let mut f = original.clone();
+        let mut f = crate::buffer::zeroed(original.len());
+        f.copy_from_slice(&original);
+        let room = f.capacity();
         insert(&mut f, 14).unwrap();
         assert_eq!(f.len(), original.len() + SHIM_LEN);
         let ip = ipv4::Packet::new_checked(&f[14..]).unwrap();
@@ -290,6 +294,7 @@ mod tests {
         let r = strip(&mut f, 14).unwrap();
         assert_eq!(r, Repr { next_protocol: 17, ..Repr::default() });
         assert_eq!(&f[..], &original[..], "byte-identical after the sink");
+        assert_eq!(f.capacity(), room, "the buffer keeps its start and its room for the next frame of the size");
     }
 
     #[test]

@@ -50,7 +50,7 @@
 //! to its sender.
 
 use super::{be16, be32, ethernet, ipv4, put16, put32, tcp, Error, Result};
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 
 /// IPv4 option type of the hop header (RFC 4727 experimental, not copied).
 pub const OPTION_TYPE: u8 = 30;
@@ -167,9 +167,13 @@ pub fn strip(frame: &mut BytesMut, l3: usize) -> Result<Hop> {
         ip[0] = 0x45;
         ip[2..4].copy_from_slice(&total.to_be_bytes());
     }
-    // Move the headers in front of the option over it.
-    frame.copy_within(..at, OPTION_LEN);
-    frame.advance(OPTION_LEN);
+    // The rest of the packet moves back over the option, so that the frame
+    // keeps the start and the capacity of its buffer (as
+    // `conweave::strip`: a frame pool takes a buffer back only with its
+    // room for an insertion).
+    let len = frame.len();
+    frame.copy_within(at + OPTION_LEN..len, at);
+    frame.truncate(len - OPTION_LEN);
     ipv4::Packet::new_unchecked(&mut frame[l3..]).fill_checksum();
     Ok(hop)
 }
@@ -365,7 +369,9 @@ mod tests {
     #[test]
     fn insert_write_strip_round_trip_keeps_checksums_and_ports() {
         let original = tcp_frame();
-        let mut f = original.clone();
+        let mut f = crate::buffer::zeroed(original.len());
+        f.copy_from_slice(&original);
+        let room = f.capacity();
         insert(&mut f, 14, &Hop { flags: flags::TIMESTAMP, port: 3, t_source: 123_456_789_012 }).unwrap();
         assert_eq!(f.len(), original.len() + OPTION_LEN);
         let info = FrameInfo::parse(&f).unwrap();
@@ -381,6 +387,7 @@ mod tests {
         assert!(ipv4::Packet::new_checked(&f[14..]).unwrap().verify_checksum());
         assert_eq!(strip(&mut f, 14).unwrap().flags, flags::TIMESTAMP | flags::RATE_CONTROL_BLOCKED);
         assert_eq!(&f[..], &original[..], "the host gets the sender's bytes");
+        assert_eq!(f.capacity(), room, "the buffer keeps its start and its room for the next frame of the size");
         assert_eq!(find(&f, 14), None);
         assert!(strip(&mut f, 14).is_err());
     }
