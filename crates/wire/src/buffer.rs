@@ -5,8 +5,8 @@
 //! and the destination switch strips it again. A buffer allocated to the
 //! frame's exact length must be reallocated and copied for the insertion;
 //! [`zeroed`] leaves [`INSERT_ROOM`] bytes of spare capacity after the
-//! frame so the insertion only moves the bytes behind the new header. The
-//! strip moves them back, so that the buffer keeps its start and its
+//! frame so the insertion ([`open_gap`]) only moves the bytes behind the
+//! new header. The strip ([`close_gap`]) moves them back, so that the buffer keeps its start and its
 //! room, and a [`FramePool`] takes it for the next frame of the size (one
 //! that advanced the frame's start over the header instead left the
 //! buffer short of the room, and every such frame was built in a new
@@ -86,6 +86,25 @@ pub fn zeroed(len: usize) -> BytesMut {
     let mut b = BytesMut::with_capacity(len + INSERT_ROOM);
     b.resize(len, 0);
     b
+}
+
+/// Opens `n` bytes at `at` in `frame` for a header inserted in flight:
+/// the bytes from `at` on move back by `n`, into the buffer's spare room
+/// ([`INSERT_ROOM`]) when it has it. `at` must be within the frame.
+pub fn open_gap(frame: &mut BytesMut, at: usize, n: usize) {
+    let len = frame.len();
+    frame.resize(len + n, 0);
+    frame.copy_within(at..len, at + n);
+}
+
+/// Removes the `n` bytes at `at` from `frame` (a header stripped in
+/// flight): the bytes behind them move forward, so that the frame keeps
+/// the start and the capacity of its buffer, and a [`FramePool`] takes it
+/// back for the next frame of the size. `at + n` must be within the frame.
+pub fn close_gap(frame: &mut BytesMut, at: usize, n: usize) {
+    let len = frame.len();
+    frame.copy_within(at + n..len, at);
+    frame.truncate(len - n);
 }
 
 /// Frame buffers a host has finished with, kept for the frames it builds

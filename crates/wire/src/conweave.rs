@@ -174,9 +174,7 @@ pub fn insert_ts(frame: &mut BytesMut, l3: usize, bth: usize, tx: u16, tail: u16
         return Err(Error::Truncated("bth"));
     }
     adjust_lengths(frame, l3, TS_HEADER_LEN as i32)?;
-    let len = frame.len();
-    frame.resize(len + TS_HEADER_LEN, 0);
-    frame.copy_within(at..len, at + TS_HEADER_LEN);
+    crate::buffer::open_gap(frame, at, TS_HEADER_LEN);
     write_ts(frame, bth, tx, tail)
 }
 
@@ -188,16 +186,7 @@ pub fn strip(frame: &mut BytesMut, l3: usize, bth: usize) -> Result<()> {
         return Err(Error::Truncated("conweave"));
     }
     adjust_lengths(frame, l3, -(TS_HEADER_LEN as i32))?;
-    // The payload moves back over the header, so that the frame keeps the
-    // start and the capacity of its buffer. Moving the headers in front of
-    // it forwards instead (tens of bytes, not up to an MTU) and advancing
-    // the start left the buffer 4 bytes short of the room a frame pool
-    // asks of a buffer for the next frame of the size (`buffer::INSERT_ROOM`):
-    // every ConWeave data frame was then built in a new allocation,
-    // written zero whole, which cost more than the move.
-    let len = frame.len();
-    frame.copy_within(at + TS_HEADER_LEN..len, at);
-    frame.truncate(len - TS_HEADER_LEN);
+    crate::buffer::close_gap(frame, at, TS_HEADER_LEN);
     roce::BthPacket::new_checked(&mut frame[bth..])?.set_reserved15(0);
     Ok(())
 }

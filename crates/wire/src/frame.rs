@@ -439,9 +439,7 @@ mod tests {
         seeds.push(udp_frame(5000, 40));
         let mut tcp = udp_frame(5000, 40);
         tcp[23] = u8::from(ipv4::Protocol::Tcp);
-        tcp[24..26].copy_from_slice(&[0, 0]);
-        let c = crate::checksum::of(&tcp[14..34]);
-        tcp[24..26].copy_from_slice(&c.to_be_bytes());
+        ipv4::Packet::new_unchecked(&mut tcp[14..]).fill_checksum();
         tcp[34 + 12] = 5 << 4;
         assert!(FrameInfo::parse_general(&tcp).is_ok_and(|i| i.ip.is_some_and(|ip| ip.protocol == 6)));
         seeds.push(tcp);
@@ -457,9 +455,7 @@ mod tests {
             o[14] = 0x46;
             let total = u16::from_be_bytes([o[16], o[17]]) + 4;
             o[16..18].copy_from_slice(&total.to_be_bytes());
-            o[24..26].copy_from_slice(&[0, 0]);
-            let c = crate::checksum::of(&o[14..38]);
-            o[24..26].copy_from_slice(&c.to_be_bytes());
+            ipv4::Packet::new_unchecked(&mut o[14..]).fill_checksum();
             assert!(FrameInfo::parse(&o).is_ok());
             seeds.push(o);
         }
@@ -486,9 +482,7 @@ mod tests {
             if next() % 2 == 0 && f.len() >= l3 + 20 && f[l3] >> 4 == 4 {
                 let hl = usize::from(f[l3] & 0xf) * 4;
                 if hl >= 20 && f.len() >= l3 + hl {
-                    f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
-                    let c = crate::checksum::of(&f[l3..l3 + hl]);
-                    f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                    ipv4::Packet::new_unchecked(&mut f[l3..]).fill_checksum();
                 }
             }
             if next() % 8 == 0 {
@@ -511,10 +505,7 @@ mod tests {
                 assert_eq!((want, FrameInfo::parse_general(&f)), (None, Err(Error::Checksum("ipv4"))), "{f:02x?}");
                 let mut fixed = f.clone();
                 let l3 = if f[12..14] == [0x81, 0x00] { 18 } else { 14 };
-                let hl = usize::from(f[l3] & 0xf) * 4;
-                fixed[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
-                let c = crate::checksum::of(&fixed[l3..l3 + hl]);
-                fixed[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                ipv4::Packet::new_unchecked(&mut fixed[l3..]).fill_checksum();
                 assert_eq!(ControlFrame::of(&fixed), got, "{f:02x?}");
                 bad_checksum += 1;
             }

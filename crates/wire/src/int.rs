@@ -185,9 +185,7 @@ pub fn insert(frame: &mut BytesMut, l3: usize) -> Result<()> {
         return Err(Error::Malformed("int"));
     }
     let at = l3 + hl;
-    let len = frame.len();
-    frame.resize(len + SHIM_LEN, 0);
-    frame.copy_within(at..len, at + SHIM_LEN);
+    crate::buffer::open_gap(frame, at, SHIM_LEN);
     Repr { next_protocol: proto, ..Repr::default() }.emit(&mut frame[at..at + SHIM_LEN]);
     rewrite_ipv4(frame, l3, total + SHIM_LEN, PROTOCOL)
 }
@@ -208,12 +206,7 @@ pub fn strip(frame: &mut BytesMut, l3: usize) -> Result<Repr> {
         return Err(Error::Malformed("int"));
     }
     rewrite_ipv4(frame, l3, total - SHIM_LEN, repr.next_protocol)?;
-    // The payload moves back over the shim, so that the frame keeps the
-    // start and the capacity of its buffer (as `conweave::strip`: a frame
-    // pool takes a buffer back only with its room for an insertion).
-    let len = frame.len();
-    frame.copy_within(at + SHIM_LEN..len, at);
-    frame.truncate(len - SHIM_LEN);
+    crate::buffer::close_gap(frame, at, SHIM_LEN);
     Ok(repr)
 }
 

@@ -144,9 +144,7 @@ pub fn insert(frame: &mut BytesMut, l3: usize, hop: &Hop) -> Result<()> {
     }
     let total = u16::try_from(total + OPTION_LEN).map_err(|_| Error::Malformed("ipv4"))?;
     let at = l3 + hl;
-    let len = frame.len();
-    frame.resize(len + OPTION_LEN, 0);
-    frame.copy_within(at..len, at + OPTION_LEN);
+    crate::buffer::open_gap(frame, at, OPTION_LEN);
     hop.emit(&mut frame[at..at + OPTION_LEN]);
     let ip = &mut frame[l3..];
     ip[0] = 0x40 | ((ipv4::HEADER_LEN + OPTION_LEN) / 4) as u8;
@@ -167,13 +165,7 @@ pub fn strip(frame: &mut BytesMut, l3: usize) -> Result<Hop> {
         ip[0] = 0x45;
         ip[2..4].copy_from_slice(&total.to_be_bytes());
     }
-    // The rest of the packet moves back over the option, so that the frame
-    // keeps the start and the capacity of its buffer (as
-    // `conweave::strip`: a frame pool takes a buffer back only with its
-    // room for an insertion).
-    let len = frame.len();
-    frame.copy_within(at + OPTION_LEN..len, at);
-    frame.truncate(len - OPTION_LEN);
+    crate::buffer::close_gap(frame, at, OPTION_LEN);
     ipv4::Packet::new_unchecked(&mut frame[l3..]).fill_checksum();
     Ok(hop)
 }
