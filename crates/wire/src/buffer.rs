@@ -6,11 +6,11 @@
 //! frame's exact length must be reallocated and copied for the insertion;
 //! [`zeroed`] leaves [`INSERT_ROOM`] bytes of spare capacity after the
 //! frame so the insertion ([`open_gap`]) only moves the bytes behind the
-//! new header. The strip ([`close_gap`]) moves them back, so that the buffer keeps its start and its
-//! room, and a [`FramePool`] takes it for the next frame of the size (one
-//! that advanced the frame's start over the header instead left the
-//! buffer short of the room, and every such frame was built in a new
-//! allocation).
+//! new header. The strip ([`close_gap`]) moves them back, so that the
+//! buffer keeps its start and its room, and a [`FramePool`] takes it for
+//! the next frame of the size (one that advanced the frame's start over
+//! the header instead left the buffer short of the room, and every such
+//! frame was built in a new allocation).
 //!
 //! A host that receives frames and sends others keeps the buffers it has
 //! finished with in a [`FramePool`] and builds its next frames in them, so
